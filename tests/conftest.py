@@ -1,0 +1,28 @@
+"""Shared fixtures: where the real data mirror lives, and small helpers every test file uses."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path | None:
+    """The local data mirror: ``$PSP_SHARED_DATA`` or ``../shared/data`` beside the repository."""
+    candidates = [os.environ.get("PSP_SHARED_DATA"), REPO.parent / "shared" / "data"]
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "SOURCES.md").exists():
+            return Path(candidate).resolve()
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real data mirror; tests that need it skip cleanly where it is absent."""
+    path = shared_data_dir()
+    if path is None:
+        pytest.skip("shared data mirror not found (set PSP_SHARED_DATA)")
+    return path
