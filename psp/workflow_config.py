@@ -1,0 +1,123 @@
+"""Config → job parameters for the Snakemake workflow, kept here so it is tested like the rest.
+
+The workflow's `rules/common.smk` calls these functions; nothing in this module imports
+Snakemake. References to data ("refs") are mirror-layout ids such as ``bitext/es-en/wmt-newstest``
+(a corpus), ``bitext/es-en/wmt-newstest.es`` (one side of it, as monolingual text) or
+``mono/en/wmt-newstest-en``; anything else is a local file path.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from psp.corpora import corpus_files
+from psp.sources import SOURCES
+
+# Evaluation data every eval job reads (STS 2012-16, STS Benchmark, SemEval-2017, Tatoeba).
+EVAL_SOURCE_IDS = ("sts/en", "sts/stsb", "sts/sts17", "tatoeba")
+ALL_SOURCE_IDS = tuple(sorted(SOURCES))
+MIRROR_TOPS = ("bitext", "mono", "paraphrase", "sts", "tatoeba")
+
+# SemEval-2017 track → the languages of its two columns (see the data mirror's SOURCES.md).
+STS17_LANGUAGES = {
+    "ar-ar": ("ar", "ar"),
+    "ar-en": ("en", "ar"),
+    "es-es": ("es", "es"),
+    "es-en": ("es", "en"),
+    "es-en-WMT": ("en", "es"),
+    "en-en": ("en", "en"),
+    "tr-en": ("en", "tr"),
+}
+
+
+class ConfigError(ValueError):
+    """A configuration that validates against the schema but does not make sense."""
+
+
+def data_root(mirror: str | None) -> Path:
+    """Where imported data lives: the mirror itself, or the workflow's own download area."""
+    return Path(mirror) if mirror else Path("results/sources")
+
+
+def is_mirror_ref(ref: str) -> bool:
+    return ref.split("/", 1)[0] in MIRROR_TOPS and not Path(ref).exists()
+
+
+def source_of(ref: str) -> str:
+    """The source id that provides a ref: ``bitext/es-en/wmt-newstest.es`` → ``bitext/es-en/wmt-newstest``."""
+    for candidate in (ref, re.sub(r"\.[a-z]{2,3}$", "", ref)):
+        if candidate in SOURCES:
+            return candidate
+        for source_id in SOURCES:
+            if candidate.startswith(source_id + "/"):
+                return source_id
+    raise ConfigError(f"no known source provides {ref!r}; known: {', '.join(sorted(SOURCES))}")
+
+
+def text_file(root: Path, ref: str) -> Path:
+    """The file of a monolingual text ref in the mirror layout."""
+    corpus, dot, lang = ref.rpartition(".")
+    if dot and re.fullmatch(r"[a-z]{2,3}", lang) and corpus.startswith("bitext/"):
+        return root / f"{corpus}.{lang}.gz"
+    return root / f"{ref}.txt.gz"
+
+
+def mirror_files(root: Path, ref: str, languages: list[str] | None = None) -> list[Path]:
+    """Files a ref reads in a mirror: corpus files, one text file, or an evaluation folder's files."""
+    if ref in EVAL_SOURCE_IDS:
+        pattern = "tatoeba.*" if ref == "tatoeba" else "*.tsv"
+        return sorted((root / ref).rglob(pattern))
+    if ref.startswith(("bitext/", "paraphrase/")) and languages is not None:
+        return [Path(path) for path in corpus_files(root, ref, tuple(languages))]
+    return [text_file(root, ref)]
+
+
+def peer_name(spec: str) -> str:
+    """A file-system friendly name for a peer embedder spec such as ``st:all-MiniLM-L6-v2``."""
+    kind, _, target = spec.partition(":")
+    return f"{kind}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(target.split(":")[0]).name)
+
+
+def filter_config(spec: dict) -> dict:
+    """The filter settings of a model; keys it leaves out take its type's preset (psp.filters)."""
+    return dict(spec.get("filters", {}))
+
+
+def eval_plan(evaluation: dict, languages: list[str] | None) -> dict:
+    """What an embedder is evaluated on: every configured set its languages cover.
+
+    ``languages=None`` (a peer) means every configured set.
+    """
+    covered = None if languages is None else set(languages) | {"en"}
+
+    def covers(langs) -> bool:
+        return covered is None or set(langs) <= covered
+
+    return {
+        "sts": bool(evaluation["sts"]) and covers(["en"]),
+        "sts17": [t for t in evaluation["sts17"] if covers(STS17_LANGUAGES[t])],
+        "tatoeba": [lang for lang in evaluation["tatoeba"] if covers([lang]) and lang != "en"],
+    }
+
+
+def check_references(config: dict) -> None:
+    """Cross-key checks the schema cannot express; errors name the offending key."""
+    models = config["models"]
+    for name, spec in models.items():
+        if spec["type"] == "bitext" and name != "-".join(spec["languages"]):
+            raise ConfigError(
+                f"models.{name}: a bitext model is named after its languages ({'-'.join(spec['languages'])})"
+            )
+    for section in ("mining", "bucc"):
+        for pair, spec in config.get(section, {}).items():
+            model = spec["model"]
+            if model not in models:
+                raise ConfigError(
+                    f"{section}.{pair}.model: unknown model {model!r}; known: {', '.join(models)}"
+                )
+            missing = set(pair.split("-")) - set(models[model]["languages"])
+            if missing:
+                raise ConfigError(
+                    f"{section}.{pair}: model {model!r} covers {models[model]['languages']}, not {sorted(missing)}"
+                )

@@ -1,0 +1,195 @@
+# Configuration, derived tables and input functions. The only .smk file with Python functions.
+
+import re
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from psp import workflow_config as wc
+
+
+validate(config, schema="../configs/config.schema.yaml", set_default=True)
+
+MIRROR = config["mirror"]
+DATA_ROOT = wc.data_root(MIRROR)
+MODELS = config["models"]
+MINE_PAIRS = config["mining"]
+BUCC_PAIRS = config["bucc"]
+PEERS = {wc.peer_name(spec): spec for spec in config["evaluation"]["peers"]}
+wc.check_references(config)
+
+
+def _alternatives(names):
+    return "|".join(re.escape(name) for name in names) or "__none__"
+
+
+wildcard_constraints:
+    model=_alternatives(MODELS),
+    pair=_alternatives(MINE_PAIRS),
+    bucc=_alternatives(BUCC_PAIRS),
+    peer=_alternatives(PEERS),
+    side="src|tgt",
+    shard=r"\d+",
+    qshard=r"\d+",
+    dshard=r"\d+",
+    source=_alternatives(wc.ALL_SOURCE_IDS),
+
+
+def rule_name(prefix, name):
+    """Target rule names are identifiers: `prepare_es_en` for model `es-en`."""
+    return f"{prefix}_{name.replace('-', '_')}"
+
+
+# ---- data sources -------------------------------------------------------------------------
+
+
+def data_files(ref, languages=None):
+    """Input files of a mirror reference: the mirror's own files, or the fetched source's manifest."""
+    if MIRROR:
+        return [str(path) for path in wc.mirror_files(DATA_ROOT, ref, languages)]
+    return [f"results/sources/.manifests/{wc.source_of(ref)}.json"]
+
+
+def get_corpus_inputs(wildcards):
+    spec = MODELS[wildcards.model]
+    return [
+        path
+        for corpus in spec["corpora"]
+        for path in data_files(corpus, spec["languages"])
+    ]
+
+
+def get_eval_data_inputs(wildcards):
+    return [path for ref in wc.EVAL_SOURCE_IDS for path in data_files(ref)]
+
+
+# ---- models -------------------------------------------------------------------------------
+
+
+def model_files(prefix):
+    return {
+        "config": f"{prefix}/config.json",
+        "spm": f"{prefix}/sentencepiece.model",
+        "emb": f"{prefix}/embeddings.safetensors",
+    }
+
+
+def get_filter_params(wildcards):
+    spec = MODELS[wildcards.model]
+    return {
+        "corpora": spec["corpora"],
+        "languages": spec["languages"],
+        "filters": wc.filter_config(spec),
+        "max_pairs": spec.get("max_pairs", {}),
+        "data_root": str(DATA_ROOT),
+    }
+
+
+def get_eval_params(wildcards):
+    """Tracks and Tatoeba languages the model covers; peers are evaluated on everything configured."""
+    languages = MODELS[wildcards.model]["languages"] if "model" in wildcards.keys() else None
+    return wc.eval_plan(config["evaluation"], languages) | {"data_root": str(DATA_ROOT)}
+
+
+# ---- mining -------------------------------------------------------------------------------
+
+
+def mine_dir(pair):
+    return f"results/mine/{MINE_PAIRS[pair]['model']}/{pair}"
+
+
+def get_mine_text_inputs(wildcards):
+    refs = MINE_PAIRS[wildcards.pair][wildcards.side]
+    return [path for ref in refs for path in (data_files(ref) if wc.is_mirror_ref(ref) else [ref])]
+
+
+def get_mine_text_params(wildcards):
+    spec = MINE_PAIRS[wildcards.pair]
+    return {
+        "refs": spec[wildcards.side],
+        "lang": wildcards.pair.split("-")[0 if wildcards.side == "src" else 1],
+        "data_root": str(DATA_ROOT),
+        "filters": {key: spec[key] for key in ("min_tokens", "max_tokens", "langid")},
+    }
+
+
+def get_mine_params(wildcards):
+    """The miner's settings (psp MineConfig keys) for a pair."""
+    spec = MINE_PAIRS[wildcards.pair]
+    keys = ("k", "margin", "retrieval", "threshold", "ivf_min_size", "nlist", "nprobe", "float16")
+    return {key: spec[key] for key in keys}
+
+
+def get_mine_model(wildcards):
+    return model_files(f"results/models/{MINE_PAIRS[wildcards.pair]['model']}")
+
+
+def get_shard_count(wildcards):
+    return MINE_PAIRS[wildcards.pair]["shards"]
+
+
+def get_knn_parts(wildcards):
+    n = MINE_PAIRS[wildcards.pair]["shards"]
+    return expand(
+        "results/mine/work/{pair}/knn/{qshard}.{dshard}.npz",
+        pair=wildcards.pair,
+        qshard=range(n),
+        dshard=range(n),
+    )
+
+
+def get_bucc_inputs(wildcards):
+    spec = BUCC_PAIRS[wildcards.bucc]
+    refs = [spec["dev"], spec["test"], *spec["distractors"]["src"], *spec["distractors"]["tgt"]]
+    langs = wildcards.bucc.split("-")
+    return {
+        "model": list(model_files(f"results/models/{spec['model']}").values()),
+        "data": [path for ref in refs for path in data_files(ref, langs)],
+    }
+
+
+def get_bucc_params(wildcards):
+    spec = BUCC_PAIRS[wildcards.bucc]
+    mine = MINE_PAIRS.get(wildcards.bucc, {})
+    return {
+        "model": f"results/models/{spec['model']}",
+        "languages": wildcards.bucc.split("-"),
+        "dev": spec["dev"],
+        "test": spec["test"],
+        "distractors": spec["distractors"],
+        "max_distractors": spec["max_distractors"],
+        "data_root": str(DATA_ROOT),
+        "mine": {key: mine[key] for key in ("k", "margin", "retrieval") if key in mine},
+    }
+
+
+# ---- targets ------------------------------------------------------------------------------
+
+
+def get_model_outputs(model):
+    return list(model_files(f"results/models/{model}").values())
+
+
+def get_eval_outputs(model):
+    return [f"results/eval/{model}/tables.md", f"results/eval/untrained/{model}/tables.md"]
+
+
+def get_mine_outputs(pair):
+    model = MINE_PAIRS[pair]["model"]
+    return [f"results/mine/{model}/{pair}.tsv.gz", f"results/mine/{model}/{pair}.stats.json"]
+
+
+def get_report_inputs():
+    """Everything the report gathers, by section."""
+    return {
+        "evals": [f"results/eval/{model}/metrics.json" for model in MODELS],
+        "floors": [f"results/eval/untrained/{model}/metrics.json" for model in MODELS],
+        "peers": [f"results/eval/peers/{peer}/metrics.json" for peer in PEERS],
+        "train_logs": [f"results/train/{model}/train_log.tsv" for model in MODELS],
+        "mined": [get_mine_outputs(pair)[1] for pair in MINE_PAIRS],
+        "bucc": [f"results/bucc/{pair}/metrics.json" for pair in BUCC_PAIRS],
+    }
+
+
+def get_final_output():
+    return ["results/report.md"]

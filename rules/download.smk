@@ -1,0 +1,19 @@
+# Without a mirror, every source is downloaded from its upstream URL (resumable, checksummed)
+# and imported into the mirror layout under results/sources/.
+
+
+rule fetch_source:
+    output:
+        manifest="results/sources/.manifests/{source}.json",
+    log:
+        "results/logs/fetch_source/{source}.log",
+    params:
+        source="{source}",
+        root="results/sources",
+        downloads="results/downloads",
+    resources:
+        downloads=1,
+    conda:
+        "../envs/psp.yaml"
+    script:
+        "../workflow_scripts/fetch_source.py"

@@ -1,0 +1,63 @@
+# STS 2012-16 + STS-B (Table 2), SemEval-2017 (Table 3), Tatoeba (Table 4) for every model,
+# its untrained floor and any configured peer embedder.
+
+
+rule evaluate_model:
+    input:
+        model=lambda wildcards: get_model_outputs(wildcards.model),
+        data=get_eval_data_inputs,
+    output:
+        tables=report(
+            "results/eval/{model}/tables.md",
+            caption="../report/tables.rst",
+            category="Evaluation",
+            labels={"model": "{model}"},
+        ),
+        metrics="results/eval/{model}/metrics.json",
+    log:
+        "results/logs/evaluate_model/{model}.log",
+    benchmark:
+        "results/benchmarks/evaluate_model/{model}.tsv"
+    params:
+        plan=get_eval_params,
+        embedder="psp:results/models/{model}",
+    threads: 2
+    resources:
+        mem_mb=4000,
+    conda:
+        "../envs/psp.yaml"
+    script:
+        "../workflow_scripts/evaluate.py"
+
+
+use rule evaluate_model as evaluate_untrained with:
+    input:
+        model=lambda wildcards: list(
+            model_files(f"results/models/untrained/{wildcards.model}").values()
+        ),
+        data=get_eval_data_inputs,
+    output:
+        tables="results/eval/untrained/{model}/tables.md",
+        metrics="results/eval/untrained/{model}/metrics.json",
+    log:
+        "results/logs/evaluate_untrained/{model}.log",
+    benchmark:
+        "results/benchmarks/evaluate_untrained/{model}.tsv"
+    params:
+        plan=get_eval_params,
+        embedder="psp:results/models/untrained/{model}",
+
+
+use rule evaluate_model as evaluate_peer with:
+    input:
+        data=get_eval_data_inputs,
+    output:
+        tables="results/eval/peers/{peer}/tables.md",
+        metrics="results/eval/peers/{peer}/metrics.json",
+    log:
+        "results/logs/evaluate_peer/{peer}.log",
+    benchmark:
+        "results/benchmarks/evaluate_peer/{peer}.tsv"
+    params:
+        plan=get_eval_params,
+        embedder=lambda wildcards: PEERS[wildcards.peer],

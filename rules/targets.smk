@@ -1,0 +1,45 @@
+# Targets users type (DESIGN §6): prepare_/train_/eval_ per model, mine_ per language pair.
+
+for _model in MODELS:
+
+    rule:
+        name:
+            rule_name("prepare", _model)
+        input:
+            f"results/hdf5/{_model}.h5",
+        localrule: True
+        default_target: False
+
+    rule:
+        name:
+            rule_name("train", _model)
+        input:
+            get_model_outputs(_model),
+        localrule: True
+
+    rule:
+        name:
+            rule_name("eval", _model)
+        input:
+            get_eval_outputs(_model),
+        localrule: True
+
+
+for _pair in MINE_PAIRS:
+
+    rule:
+        name:
+            rule_name("mine", _pair)
+        input:
+            get_mine_outputs(_pair),
+        localrule: True
+
+
+for _pair in BUCC_PAIRS:
+
+    rule:
+        name:
+            rule_name("bucc", _pair)
+        input:
+            f"results/bucc/{_pair}/metrics.json",
+        localrule: True

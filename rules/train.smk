@@ -1,0 +1,49 @@
+# HDF5 pairs → P-SP model directory (DESIGN §4-5). A rerun after a crash resumes from the
+# last checkpoint in results/train/{model}/checkpoints/.
+
+
+rule train_model:
+    input:
+        h5="results/hdf5/{model}.h5",
+        spm="results/spm/{model}.model",
+        dev=lambda wildcards: data_files("sts/stsb"),
+    output:
+        **model_files("results/models/{model}"),
+        log_tsv="results/train/{model}/train_log.tsv",
+        curve=report(
+            "results/train/{model}/learning_curve.png",
+            caption="../report/learning_curve.rst",
+            category="Training",
+            labels={"model": "{model}"},
+        ),
+    log:
+        "results/logs/train_model/{model}.log",
+    benchmark:
+        "results/benchmarks/train_model/{model}.tsv"
+    params:
+        train=lambda wildcards: MODELS[wildcards.model].get("train", {}),
+        work_dir="results/train/{model}",
+        data_root=str(DATA_ROOT),
+    threads: 2
+    resources:
+        mem_mb=4000,
+    conda:
+        "../envs/psp.yaml"
+    script:
+        "../workflow_scripts/train_model.py"
+
+
+rule init_untrained:
+    input:
+        spm="results/spm/{model}.model",
+    output:
+        **model_files("results/models/untrained/{model}"),
+    log:
+        "results/logs/init_untrained/{model}.log",
+    params:
+        train=lambda wildcards: MODELS[wildcards.model].get("train", {}),
+        languages=lambda wildcards: MODELS[wildcards.model]["languages"],
+    conda:
+        "../envs/psp.yaml"
+    script:
+        "../workflow_scripts/init_untrained.py"

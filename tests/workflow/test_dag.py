@@ -1,0 +1,81 @@
+"""Dry runs: the DAGs users ask for are complete, and bad configs fail with the key named."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from .conftest import REPO, run_snakemake, write_config
+
+PAPER_LANGUAGES = ["ar", "de", "es", "fr", "ru", "tr", "zh"]
+
+
+def dry_run(workdir, *args) -> str:
+    proc = run_snakemake(["-n", "--quiet", "rules", *args], workdir)
+    return proc.stdout + proc.stderr
+
+
+def job_counts(text: str) -> dict[str, int]:
+    """Parse Snakemake's 'Job stats' table: rule name → job count."""
+    counts = {}
+    for line in text.splitlines():
+        match = re.match(r"^\s*([A-Za-z_][\w]*)\s+(\d+)\s*$", line)
+        if match:
+            counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def test_paper_config_builds_the_complete_dag(tmp_path):
+    out = dry_run(tmp_path, "--configfile", str(REPO / "configs/paper.yaml"), "all")
+    counts = job_counts(out)
+    assert counts["train_model"] == 1 + len(PAPER_LANGUAGES)
+    assert counts["evaluate_model"] == 1 + len(PAPER_LANGUAGES)
+    # every language's OPUS corpora are fetched, without a mirror, from their upstream URLs
+    listing = run_snakemake(
+        ["-n", "--configfile", str(REPO / "configs/paper.yaml"), "all"], tmp_path
+    ).stdout
+    for lang in PAPER_LANGUAGES:
+        assert f"results/models/{lang}-en/embeddings.safetensors" in listing
+        assert f"results/sources/.manifests/bitext/{lang}-en/OpenSubtitles2018.json" in listing
+    assert "results/sources/.manifests/paraphrase/paranmt/para-nmt-50m.json" in listing
+    assert "bitext/es-en/Europarl" in listing and "bitext/ar-en/Europarl" not in listing
+    assert "bitext/zh-en/MultiUN" in listing and "bitext/es-en/MultiUN" not in listing
+
+
+def test_slurm_profile_splits_mining_into_shard_jobs(tmp_path, mirror_slice):
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["mirror"] = str(mirror_slice)
+    config["mining"]["es-en"]["shards"] = 40
+    cfg = tmp_path / "big.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    out = dry_run(
+        tmp_path, "--profile", str(REPO / "profiles/slurm"), "--configfile", str(cfg), "mine_es_en"
+    )
+    counts = job_counts(out)
+    assert counts["embed_shard"] == 2 * 40
+    assert counts["knn_shard_pair"] == 40 * 40
+    assert counts["score_mined"] == 1
+
+
+def test_default_config_targets(tmp_path, mirror_slice):
+    for target in ["prepare_es_en", "prepare_en", "train_es_en", "eval_en", "mine_es_en", "all"]:
+        out = dry_run(tmp_path, "--config", f"mirror={mirror_slice}", target)
+        assert "Nothing to be done" not in out
+
+
+def test_config_typo_is_named(tmp_path):
+    cfg = write_config(tmp_path / "bad.yaml", REPO / "config.yaml", mirorr="x")
+    proc = run_snakemake(["-n", "--configfile", str(cfg), "all"], tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "mirorr" in proc.stderr + proc.stdout
+
+
+def test_config_wrong_type_is_named(tmp_path):
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["mining"]["es-en"]["shards"] = "two"
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    proc = run_snakemake(["-n", "--configfile", str(cfg), "all"], tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "shards" in proc.stderr + proc.stdout
