@@ -63,20 +63,19 @@ def text_file(root: Path, ref: str) -> Path:
     return root / f"{ref}.txt.gz"
 
 
+def relative_text_file(ref: str) -> str:
+    """A text ref's file relative to the data root (``mono/en/x`` → ``mono/en/x.txt.gz``)."""
+    return str(text_file(Path(), ref))
+
+
 def mirror_files(root: Path, ref: str, languages: list[str] | None = None) -> list[Path]:
     """Files a ref reads in a mirror: corpus files, one text file, or an evaluation folder's files."""
     if ref in EVAL_SOURCE_IDS:
-        pattern = "tatoeba.*" if ref == "tatoeba" else "*.tsv"
-        return sorted((root / ref).rglob(pattern))
-    if ref.startswith(("bitext/", "paraphrase/")) and languages is not None:
+        return [root / out for out in SOURCES[ref].outputs]
+    is_one_side = ref.startswith("bitext/") and re.search(r"\.[a-z]{2,3}$", ref)
+    if ref.startswith(("bitext/", "paraphrase/")) and languages is not None and not is_one_side:
         return [Path(path) for path in corpus_files(root, ref, tuple(languages))]
     return [text_file(root, ref)]
-
-
-def peer_name(spec: str) -> str:
-    """A file-system friendly name for a peer embedder spec such as ``st:all-MiniLM-L6-v2``."""
-    kind, _, target = spec.partition(":")
-    return f"{kind}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(target.split(":")[0]).name)
 
 
 def filter_config(spec: dict) -> dict:

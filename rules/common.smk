@@ -6,6 +6,7 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from psp import workflow_config as wc
+from psp.evaluate.peers import spec_label
 
 
 validate(config, schema="../configs/config.schema.yaml", set_default=True)
@@ -15,7 +16,7 @@ DATA_ROOT = wc.data_root(MIRROR)
 MODELS = config["models"]
 MINE_PAIRS = config["mining"]
 BUCC_PAIRS = config["bucc"]
-PEERS = {wc.peer_name(spec): spec for spec in config["evaluation"]["peers"]}
+PEERS = {spec_label(spec): spec for spec in config["evaluation"]["peers"]}
 wc.check_references(config)
 
 
@@ -77,6 +78,7 @@ def model_files(prefix):
 def get_filter_params(wildcards):
     spec = MODELS[wildcards.model]
     return {
+        "type": spec["type"],
         "corpora": spec["corpora"],
         "languages": spec["languages"],
         "filters": wc.filter_config(spec),
@@ -116,8 +118,9 @@ def get_mine_text_params(wildcards):
 def get_mine_params(wildcards):
     """The miner's settings (psp MineConfig keys) for a pair."""
     spec = MINE_PAIRS[wildcards.pair]
-    keys = ("k", "margin", "retrieval", "threshold", "ivf_min_size", "nlist", "nprobe", "float16")
-    return {key: spec[key] for key in keys}
+    index = {key: spec[key] for key in ("ivf_min_size", "nlist", "nprobe")}
+    keys = ("k", "margin", "retrieval", "threshold", "float16")
+    return {key: spec[key] for key in keys} | {"n_shards": spec["shards"], "index": index}
 
 
 def get_mine_model(wildcards):
@@ -151,14 +154,19 @@ def get_bucc_inputs(wildcards):
 def get_bucc_params(wildcards):
     spec = BUCC_PAIRS[wildcards.bucc]
     mine = MINE_PAIRS.get(wildcards.bucc, {})
+    src, tgt = wildcards.bucc.split("-")
     return {
         "model": f"results/models/{spec['model']}",
-        "languages": wildcards.bucc.split("-"),
-        "dev": spec["dev"],
-        "test": spec["test"],
-        "distractors": spec["distractors"],
-        "max_distractors": spec["max_distractors"],
         "data_root": str(DATA_ROOT),
+        "data": {
+            "dev_gold": spec["dev"],
+            "test_gold": spec["test"],
+            "src_lang": src,
+            "tgt_lang": tgt,
+            "src_distractors": [wc.relative_text_file(r) for r in spec["distractors"]["src"]],
+            "tgt_distractors": [wc.relative_text_file(r) for r in spec["distractors"]["tgt"]],
+            "n_distractors": spec["max_distractors"],
+        },
         "mine": {key: mine[key] for key in ("k", "margin", "retrieval") if key in mine},
     }
 
@@ -187,7 +195,7 @@ def get_report_inputs():
         "peers": [f"results/eval/peers/{peer}/metrics.json" for peer in PEERS],
         "train_logs": [f"results/train/{model}/train_log.tsv" for model in MODELS],
         "mined": [get_mine_outputs(pair)[1] for pair in MINE_PAIRS],
-        "bucc": [f"results/bucc/{pair}/metrics.json" for pair in BUCC_PAIRS],
+        "bucc": [f"results/bucc/{pair}/bucc.json" for pair in BUCC_PAIRS],
     }
 
 

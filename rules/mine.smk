@@ -99,7 +99,7 @@ rule evaluate_bucc:
     input:
         unpack(get_bucc_inputs),
     output:
-        metrics="results/bucc/{bucc}/metrics.json",
+        metrics="results/bucc/{bucc}/bucc.json",
         curve=report(
             "results/bucc/{bucc}/pr_curve.png",
             caption="../report/bucc.rst",

@@ -41,5 +41,5 @@ for _pair in BUCC_PAIRS:
         name:
             rule_name("bucc", _pair)
         input:
-            f"results/bucc/{_pair}/metrics.json",
+            f"results/bucc/{_pair}/bucc.json",
         localrule: True

@@ -1,0 +1,22 @@
+"""Rule embed_shard: one contiguous slice of a side's sentences → L2-normalised embeddings (.npy)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psp
+from psp.mine import check_model_languages, embed_shard
+from psp.workflow_runtime import setup
+
+setup(snakemake)
+model_dir = Path(snakemake.input.config).parent
+model = psp.load(model_dir)
+check_model_languages(model, *snakemake.wildcards.pair.split("-"), model_dir)
+embed_shard(
+    model,
+    snakemake.input.text,
+    int(snakemake.wildcards.shard),
+    snakemake.params.shards,
+    snakemake.output.emb,
+    float16=snakemake.params.float16,
+)

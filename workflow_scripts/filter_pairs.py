@@ -1,0 +1,20 @@
+"""Rule filter_pairs: a model's corpora → clean pairs + filter_stats.json."""
+
+from __future__ import annotations
+
+from psp.prepare import prepare_pairs
+from psp.workflow_runtime import setup
+
+setup(snakemake)
+job = snakemake.params.job
+prepare_pairs(
+    job["data_root"],
+    job["type"],
+    job["corpora"],
+    job["languages"],
+    job["filters"],
+    snakemake.output.pairs,
+    snakemake.output.stats,
+    max_pairs=job["max_pairs"],
+    workers=snakemake.threads,
+)

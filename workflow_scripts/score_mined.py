@@ -1,0 +1,20 @@
+"""Rule score_mined (the reduce step): merge shard-pair kNN, margin-score, write mined pairs."""
+
+from __future__ import annotations
+
+from psp.mine import MineConfig, reduce_parts, write_mined
+from psp.workflow_runtime import setup
+
+setup(snakemake)
+cfg = MineConfig.from_dict(snakemake.params.mine)
+fwd, bwd = reduce_parts(snakemake.input.knn, cfg.k)
+write_mined(
+    snakemake.input.src_text,
+    snakemake.input.tgt_text,
+    fwd,
+    bwd,
+    cfg,
+    snakemake.output.pairs,
+    snakemake.output.stats,
+    snakemake.output.histogram,
+)

@@ -1,0 +1,25 @@
+"""Rule train_model: HDF5 pairs → model directory; resumes from the last checkpoint after a crash."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from psp.evaluate import StsbEvaluator
+from psp.train import TrainConfig, has_checkpoint, train
+from psp.workflow_runtime import setup
+
+setup(snakemake)
+cfg = TrainConfig.from_dict(snakemake.params.train | {"threads": snakemake.threads})
+work_dir = Path(snakemake.params.work_dir)
+evaluator = (
+    StsbEvaluator.from_dir(snakemake.params.data_root, splits=("dev",)) if cfg.select_best else None
+)
+train(
+    cfg,
+    snakemake.input.h5,
+    snakemake.input.spm,
+    Path(snakemake.output.config).parent,
+    work_dir,
+    resume=has_checkpoint(work_dir, cfg, snakemake.input.h5),
+    evaluator=evaluator,
+)
