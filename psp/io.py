@@ -23,6 +23,10 @@ class InputError(ValueError):
 def _tmp_name(path: Path) -> Path:
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    # mkstemp creates 0600; outputs should get the usual permissions under the process umask.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(name, 0o666 & ~umask)
     return Path(name)
 
 
@@ -51,11 +55,11 @@ def atomic_open(path: str | os.PathLike, mode: str = "wt", encoding: str = "utf-
     """
     path = Path(path)
     binary = "b" in mode
-    with atomic_path(path) as tmp:
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        raw = handle
         if path.suffix == ".gz":
-            raw = gzip.open(tmp, "wb", compresslevel=6)
-        else:
-            raw = open(tmp, "wb")
+            # No file name or time in the gzip header: the same content gives the same bytes.
+            raw = gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=handle, mtime=0)
         with raw:
             if binary:
                 yield raw

@@ -19,7 +19,9 @@ from psp.io import InputError
 log = logging.getLogger(__name__)
 
 
-def filter_config_for(model_type: str, languages: Sequence[str], settings: dict[str, Any]) -> FilterConfig:
+def filter_config_for(
+    model_type: str, languages: Sequence[str], settings: dict[str, Any]
+) -> FilterConfig:
     """The type's preset (bitext or paraphrase) with the configured ``settings`` on top."""
     if model_type == "bitext":
         return FilterConfig.bitext(languages[0], **settings)
@@ -37,8 +39,12 @@ def iter_corpora(
     """All pairs of ``corpora`` in order; a corpus listed in ``max_pairs`` stops at its cap."""
     max_pairs = max_pairs or {}
     for corpus in corpora:
-        log.info("reading %s%s", corpus, f" (first {max_pairs[corpus]:,})" if corpus in max_pairs else "")
-        yield from itertools.islice(iter_pairs(data_root, corpus, tuple(languages)), max_pairs.get(corpus))
+        log.info(
+            "reading %s%s", corpus, f" (first {max_pairs[corpus]:,})" if corpus in max_pairs else ""
+        )
+        yield from itertools.islice(
+            iter_pairs(data_root, corpus, tuple(languages)), max_pairs.get(corpus)
+        )
 
 
 def prepare_pairs(

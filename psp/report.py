@@ -28,7 +28,9 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def _eval_section(evals: Sequence[Path], floors: Sequence[Path], peers: Sequence[Path]) -> list[str]:
+def _eval_section(
+    evals: Sequence[Path], floors: Sequence[Path], peers: Sequence[Path]
+) -> list[str]:
     dirs = {f"P-SP {p.parent.name}": p.parent for p in evals}
     dirs |= {f"untrained {p.parent.name} (floor)": p.parent for p in floors}
     dirs |= {f"peer {p.parent.name}": p.parent for p in peers}
@@ -64,9 +66,13 @@ def _train_section(train_logs: Sequence[Path], base: Path) -> list[str]:
         if data_stats.exists():
             stats = _json(data_stats)
             removed = ", ".join(f"{k} {v:,}" for k, v in stats["removed"].items() if v)
-            lines.append(f"Data: {stats['kept']:,} of {stats['lines_in']:,} pairs kept ({removed}).")
+            lines.append(
+                f"Data: {stats['kept']:,} of {stats['lines_in']:,} pairs kept ({removed})."
+            )
             lines.append("")
-        lines.append(f"![learning curve of {model}]({_rel(log_path.parent / 'learning_curve.png', base)})")
+        lines.append(
+            f"![learning curve of {model}]({_rel(log_path.parent / 'learning_curve.png', base)})"
+        )
         lines.append("")
     return lines
 
@@ -124,7 +130,10 @@ def _bucc_section(bucc: Sequence[Path], base: Path) -> list[str]:
             )
     lines.append("")
     for path in bucc:
-        lines += [f"![precision-recall of {path.parent.name}]({_rel(path.with_name('pr_curve.png'), base)})", ""]
+        lines += [
+            f"![precision-recall of {path.parent.name}]({_rel(path.with_name('pr_curve.png'), base)})",
+            "",
+        ]
     return lines
 
 

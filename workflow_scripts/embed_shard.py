@@ -1,7 +1,5 @@
 """Rule embed_shard: one contiguous slice of a side's sentences → L2-normalised embeddings (.npy)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import psp

@@ -1,7 +1,5 @@
 """Rule encode_hdf5: clean pairs → shuffled piece ids in the HDF5 training layout."""
 
-from __future__ import annotations
-
 from psp.hdf5 import write_pairs
 from psp.workflow_runtime import setup
 

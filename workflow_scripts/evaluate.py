@@ -1,7 +1,5 @@
 """Rules evaluate_model / evaluate_untrained / evaluate_peer: the paper's tables for one embedder."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from psp.evaluate import evaluate_embedder

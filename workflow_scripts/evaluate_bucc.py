@@ -1,7 +1,5 @@
 """Rule evaluate_bucc: threshold tuned on the dev task, precision/recall/F1 on the test task."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import psp

@@ -1,7 +1,5 @@
 """Rule fetch_source: download one source (resumable, checksummed) and import it into the layout."""
 
-from __future__ import annotations
-
 from psp.sources import SOURCES, fetch_and_import
 from psp.workflow_runtime import setup
 

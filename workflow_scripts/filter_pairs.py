@@ -1,7 +1,5 @@
 """Rule filter_pairs: a model's corpora → clean pairs + filter_stats.json."""
 
-from __future__ import annotations
-
 from psp.prepare import prepare_pairs
 from psp.workflow_runtime import setup
 

@@ -1,7 +1,5 @@
 """Rule init_untrained: the random-piece-embedding floor every trained model must clear."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from psp.model import PSPModel

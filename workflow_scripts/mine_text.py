@@ -1,7 +1,5 @@
 """Rule mine_text: one side's monolingual text → normalised, deduplicated, filtered sentences."""
 
-from __future__ import annotations
-
 from psp.prepare import prepare_sentences
 from psp.workflow_runtime import setup
 

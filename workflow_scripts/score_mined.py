@@ -1,7 +1,5 @@
 """Rule score_mined (the reduce step): merge shard-pair kNN, margin-score, write mined pairs."""
 
-from __future__ import annotations
-
 from psp.mine import MineConfig, reduce_parts, write_mined
 from psp.workflow_runtime import setup
 

@@ -1,7 +1,5 @@
 """Rule train_model: HDF5 pairs → model directory; resumes from the last checkpoint after a crash."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from psp.evaluate import StsbEvaluator

@@ -1,7 +1,5 @@
 """Rule train_sentencepiece: one unigram model over both (lowercased) sides of the clean pairs."""
 
-from __future__ import annotations
-
 from psp.spm import train_spm_from_pairs
 from psp.workflow_runtime import setup
 

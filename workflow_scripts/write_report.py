@@ -1,7 +1,5 @@
 """Rule report: results/report.md from the outputs of every other rule."""
 
-from __future__ import annotations
-
 from psp.report import write_report
 from psp.workflow_runtime import setup
 

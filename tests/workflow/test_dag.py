@@ -60,7 +60,7 @@ def test_slurm_profile_splits_mining_into_shard_jobs(tmp_path, mirror_slice):
 
 def test_default_config_targets(tmp_path, mirror_slice):
     for target in ["prepare_es_en", "prepare_en", "train_es_en", "eval_en", "mine_es_en", "all"]:
-        out = dry_run(tmp_path, "--config", f"mirror={mirror_slice}", target)
+        out = dry_run(tmp_path, target, "--config", f"mirror={mirror_slice}")
         assert "Nothing to be done" not in out
 
 

@@ -1,0 +1,98 @@
+"""``psp data``: list the registered sources, download them, and import them into the mirror layout."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import sys
+from pathlib import Path
+
+from psp import sources
+
+log = logging.getLogger(__name__)
+
+_NO_CAP = -1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("data", help="list, download and import data sources")
+    commands = parser.add_subparsers(dest="data_command", required=True)
+
+    listing = commands.add_parser("list", help="registered sources under an id prefix")
+    listing.add_argument("prefix", nargs="?", default="", help="e.g. bitext/es-en, sts, tatoeba")
+    listing.set_defaults(func=_reported(_list))
+
+    fetch = commands.add_parser("download", help="download and import sources into DATA_ROOT")
+    fetch.add_argument("prefixes", nargs="+", help="source ids or id prefixes")
+    fetch.add_argument("--out", type=Path, required=True, help="data root to import into")
+    fetch.add_argument("--downloads", type=Path, required=True, help="where raw downloads are kept")
+    _add_cap(fetch)
+    fetch.add_argument("--retries", type=int, default=3)
+    fetch.add_argument("--timeout", type=float, default=60)
+    fetch.set_defaults(func=_reported(_download))
+
+    imp = commands.add_parser("import", help="import already downloaded files of one source")
+    imp.add_argument("source", help="source id, e.g. sts/sts17")
+    imp.add_argument(
+        "files", nargs="+", type=Path, help="the downloaded file(s), in registry order"
+    )
+    imp.add_argument("--out", type=Path, required=True, help="data root to import into")
+    _add_cap(imp)
+    imp.set_defaults(func=_reported(_import))
+
+
+def _add_cap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-pairs",
+        type=int,
+        default=None,
+        help="OPUS pair cap (default: the registry's; -1 imports everything)",
+    )
+
+
+def _options(args: argparse.Namespace, source: sources.Source) -> dict:
+    if args.max_pairs is None or source.format != "opus-moses-zip":
+        return {}
+    return {"max_pairs": None if args.max_pairs == _NO_CAP else args.max_pairs}
+
+
+def _reported(func):
+    """Print download and registry errors as one line, the way ``psp`` reports bad input."""
+
+    @functools.wraps(func)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except (sources.DownloadError, sources.SourceError) as err:
+            print(f"psp data: error: {err}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def _list(args: argparse.Namespace) -> int:
+    chosen = sources.select(args.prefix) if args.prefix else sources.SOURCES.values()
+    for source in chosen:
+        print(f"{source.id}\t{source.format}\t{source.url}")
+    return 0
+
+
+def _download(args: argparse.Namespace) -> int:
+    chosen = [s for prefix in args.prefixes for s in sources.select(prefix)]
+    for source in chosen:
+        paths = sources.fetch(source, args.downloads, retries=args.retries, timeout=args.timeout)
+        written = sources.import_source(source, paths, args.out, **_options(args, source))
+        log.info("%s: %d file(s) under %s", source.id, len(written), args.out)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    source = sources.SOURCES.get(args.source)
+    if source is None:
+        sources.select(args.source)  # raises with the known groups
+        raise sources.SourceError(f"{args.source} is a group; import one source at a time")
+    written = sources.import_source(source, args.files, args.out, **_options(args, source))
+    for path in written:
+        print(path)
+    return 0

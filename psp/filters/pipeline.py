@@ -1,0 +1,302 @@
+"""Streaming corpus filters: raw pairs (or sentences) in, clean ``.gz`` text plus stats out.
+
+Each record goes through the filters in the order of :data:`REASONS` and is counted once,
+under the first filter that removes it, so ``kept + sum(removed) == lines_in``:
+
+1. ``invalid_utf8``: a side could not be decoded (the reader passed ``None``);
+2. ``empty``: a side is empty after :func:`~psp.filters.text.normalize`;
+3. ``tab_in_sentence``: a side contains a tab;
+4. ``length``: token count outside the bounds (see ``FilterConfig.length_side``);
+5. ``duplicate``: the same (normalised, lowercased) record was already seen;
+6. ``trigram``: the two sides overlap too much (pairs only);
+7. ``score``: score below ``min_score`` (pairs only);
+8. ``langid``: a side is not confidently in its expected language.
+
+Cheap filters run first, in the parent, so the slow one (langid) only sees survivors; it runs in
+a pool of worker processes over chunks, collected in order with a bounded number of chunks in
+flight, so memory stays flat and the output does not depend on the number of workers.
+
+Deduplication keeps the first copy of a repeated record. The original P-SP preprocessing
+dropped every copy of a duplicated line instead; keeping one loses no distinct training pair.
+Because dedup runs before langid, a record whose first copy fails langid loses its later
+(identical) copies as duplicates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import json
+import multiprocessing
+import os
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tqdm.auto import tqdm
+
+from psp.filters.config import FilterConfig
+from psp.filters.dedup import SeenHashes
+from psp.filters.language import LangidCheck, check_chunk, init_worker
+from psp.filters.text import ngram_overlap, prepare_sentence, tokens
+from psp.io import atomic_open
+
+if TYPE_CHECKING:
+    from psp.corpora import RawPair
+
+REASONS = (
+    "invalid_utf8",
+    "empty",
+    "tab_in_sentence",
+    "length",
+    "duplicate",
+    "trigram",
+    "score",
+    "langid",
+)
+_RANK = {reason: i for i, reason in enumerate(REASONS)}
+
+# (sides, score): one text per side, ``None`` for an undecodable side; the score may be None.
+_Record = tuple[tuple[str | None, ...], float | None]
+
+
+@dataclass
+class _Chunk:
+    """One chunk after the parent's filters, waiting for its langid verdicts."""
+
+    reasons: list[str | None]
+    outputs: list[tuple[str, ...]]
+    langid_rows: list[int]
+    langid_texts: list[tuple[str, ...]]
+
+
+class _Filter:
+    """The parent-side filters (1-7 of :data:`REASONS`) and the in-process langid check."""
+
+    def __init__(self, cfg: FilterConfig, n_sides: int):
+        self.cfg = cfg
+        self.n_sides = n_sides
+        self.seen = SeenHashes() if cfg.dedup else None
+        self.langid = (
+            LangidCheck(cfg.languages, cfg.langid_threshold, cfg.langid_candidates)
+            if cfg.langid
+            else None
+        )
+        self._model = None
+
+    def prepare(self, records: list[_Record]) -> _Chunk:
+        cfg = self.cfg
+        reasons: list[str | None] = []
+        outputs: list[tuple[str, ...]] = []
+        normalized: list[tuple[str, ...]] = []
+        words: list[list[list[str]]] = []
+        for sides, _ in records:
+            checked = [prepare_sentence(text, cfg.lowercase) for text in sides]
+            side_reasons = [reason for reason, _, _ in checked if reason is not None]
+            reason = min(side_reasons, key=_RANK.__getitem__) if side_reasons else None
+            normalized.append(tuple(norm for _, norm, _ in checked))
+            outputs.append(tuple(out for _, _, out in checked))
+            words.append([tokens(norm) for _, norm, _ in checked] if reason is None else [])
+            if reason is None and not self._length_ok([len(w) for w in words[-1]]):
+                reason = "length"
+            reasons.append(reason)
+
+        if self.seen is not None:
+            rows = _alive(reasons)
+            is_new = self.seen.add(["\t".join(outputs[i]) for i in rows])
+            for i, new in zip(rows, is_new, strict=True):
+                if not new:
+                    reasons[i] = "duplicate"
+
+        if self.n_sides == 2 and cfg.max_trigram_overlap is not None:
+            for i in _alive(reasons):
+                src, tgt = ([w.lower() for w in side] for side in words[i])
+                if ngram_overlap(src, tgt, 3) > cfg.max_trigram_overlap:
+                    reasons[i] = "trigram"
+
+        if self.n_sides == 2 and cfg.min_score is not None:
+            rows = _alive(reasons)
+            scores = self._scores([records[i][1] for i in rows], [outputs[i] for i in rows])
+            for i, score in zip(rows, scores, strict=True):
+                if score is not None and score < cfg.min_score:
+                    reasons[i] = "score"
+
+        rows = _alive(reasons) if self.langid is not None else []
+        return _Chunk(reasons, outputs, rows, [normalized[i] for i in rows])
+
+    def _length_ok(self, counts: list[int]) -> bool:
+        cfg = self.cfg
+        if self.n_sides == 1:
+            measured = counts
+        else:
+            measured = {
+                "src": [counts[0]],
+                "tgt": [counts[1]],
+                "both": counts,
+                "mean": [(counts[0] + counts[1]) / 2],
+            }[cfg.length_side]
+        return all(cfg.min_tokens <= n <= cfg.max_tokens for n in measured)
+
+    def _scores(self, given: list[float | None], pairs: list[tuple[str, ...]]) -> list:
+        """The corpus score where there is one, else the score model's cosine (in one batch)."""
+        missing = [i for i, score in enumerate(given) if score is None]
+        if not missing or self.cfg.score_model is None:
+            return given
+        if self._model is None:
+            import psp
+
+            self._model = psp.load(self.cfg.score_model)
+        cosines = self._model.score([pairs[i][0] for i in missing], [pairs[i][1] for i in missing])
+        scores = list(given)
+        for i, cosine in zip(missing, cosines, strict=True):
+            scores[i] = float(cosine)
+        return scores
+
+
+def _alive(reasons: list[str | None]) -> list[int]:
+    return [i for i, reason in enumerate(reasons) if reason is None]
+
+
+def _batched(items: Iterable, size: int) -> Iterator[list]:
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
+
+
+def _run(
+    records: Iterable[_Record],
+    n_sides: int,
+    cfg: FilterConfig,
+    out_path: str | os.PathLike,
+    stats_path: str | os.PathLike,
+    workers: int,
+    chunk_size: int,
+) -> dict[str, Any]:
+    """Filter ``records`` into ``out_path`` (one tab-joined record a line) and write the stats."""
+    if workers < 1 or chunk_size < 1:
+        raise ValueError(f"workers and chunk_size must be >= 1, got {workers}, {chunk_size}")
+    filt = _Filter(cfg, n_sides)  # loads langid here, so forked workers inherit it
+    use_pool = cfg.langid and workers > 1
+    removed: Counter[str] = Counter()
+    lines_in = kept = 0
+    with contextlib.ExitStack() as stack:
+        if use_pool:
+            initargs = (cfg.languages, cfg.langid_threshold, cfg.langid_candidates)
+            pool = stack.enter_context(
+                multiprocessing.get_context().Pool(workers, init_worker, initargs)
+            )
+        out = stack.enter_context(atomic_open(out_path, "wt"))
+        bar = stack.enter_context(tqdm(desc=Path(out_path).name, unit=" lines", disable=None))
+        # Chunks in flight, oldest first. Not Pool.imap: its feeder thread drains the input
+        # iterator as fast as it can, so memory would grow with the corpus; here at most
+        # 2 * workers chunks wait, and results come back in input order.
+        pending: deque = deque()
+
+        def finish(max_pending: int) -> None:
+            nonlocal kept
+            while len(pending) > max_pending:
+                chunk, verdicts = pending.popleft()
+                verdicts = verdicts.get() if use_pool else verdicts
+                for row, ok in zip(chunk.langid_rows, verdicts, strict=True):
+                    if not ok:
+                        chunk.reasons[row] = "langid"
+                for reason, sides in zip(chunk.reasons, chunk.outputs, strict=True):
+                    if reason is None:
+                        out.write("\t".join(sides) + "\n")
+                        kept += 1
+                    else:
+                        removed[reason] += 1
+                bar.update(len(chunk.reasons))
+
+        for batch in _batched(records, chunk_size):
+            lines_in += len(batch)
+            chunk = filt.prepare(batch)
+            if use_pool:
+                verdicts = pool.apply_async(check_chunk, (chunk.langid_texts,))
+            else:
+                verdicts = [filt.langid(sides) for sides in chunk.langid_texts]
+            pending.append((chunk, verdicts))
+            finish(max_pending=2 * workers)
+        finish(max_pending=0)
+
+    stats = {
+        "lines_in": lines_in,
+        "kept": kept,
+        "removed": {reason: removed[reason] for reason in REASONS},
+        "config": cfg.to_dict(),
+        "languages": list(cfg.languages),
+    }
+    with atomic_open(stats_path, "wt") as handle:
+        json.dump(stats, handle, indent=2)
+        handle.write("\n")
+    return stats
+
+
+def filter_pairs(
+    pairs: Iterable[RawPair],
+    cfg: FilterConfig,
+    out_path: str | os.PathLike,
+    stats_path: str | os.PathLike,
+    workers: int = 1,
+    chunk_size: int = 2000,
+) -> dict[str, Any]:
+    """Filter sentence pairs into ``out_path`` (``src<TAB>tgt`` lines, ``.gz`` by suffix).
+
+    Streams: memory holds a few chunks plus 8 bytes per distinct pair for deduplication. Both
+    files are written atomically; if ``pairs`` raises (e.g. :class:`psp.io.InputError` for
+    line counts that do not match), neither file is left behind.
+
+    Args:
+        pairs: objects with ``src``, ``tgt`` (``None`` for undecodable text) and ``score``
+            (``None`` where the corpus has none), such as :class:`psp.corpora.RawPair`.
+        cfg: see :class:`FilterConfig`; :meth:`FilterConfig.bitext` and
+            :meth:`FilterConfig.paraphrase` are the usual presets.
+        out_path: the clean pairs, lowercased when ``cfg.lowercase``.
+        stats_path: ``filter_stats.json``: ``lines_in``, ``kept``, ``removed`` per reason (in
+            filter order, see the module docstring), ``config`` and ``languages``.
+        workers: processes for language identification (the slow filter); the output is the
+            same for any number.
+        chunk_size: pairs per unit of work.
+
+    Returns:
+        The stats written to ``stats_path``.
+
+    Example:
+        >>> from psp.corpora import iter_pairs
+        >>> stats = filter_pairs(iter_pairs(root, "bitext/es-en/wmt-newstest", ("es", "en")),
+        ...                      FilterConfig.bitext("es"), "pairs.tsv.gz", "filter_stats.json")
+    """
+    if len(cfg.languages) != 2:
+        raise ValueError(f"filter_pairs needs two languages, got {cfg.languages}")
+    records = (((pair.src, pair.tgt), pair.score) for pair in pairs)
+    return _run(records, 2, cfg, out_path, stats_path, workers, chunk_size)
+
+
+def filter_sentences(
+    lines: Iterable[str | None] | Iterable[tuple[str | None, str]],
+    lang: str,
+    cfg: FilterConfig | None,
+    out_path: str | os.PathLike,
+    stats_path: str | os.PathLike,
+    workers: int = 1,
+    chunk_size: int = 2000,
+) -> dict[str, Any]:
+    """Filter monolingual sentences (mining input) into ``out_path``, one a line (``.txt.gz``).
+
+    The same per-sentence path and stats layout as :func:`filter_pairs`: normalisation, empty,
+    tab, length, dedup and langid against ``lang``. The pair-only settings of ``cfg``
+    (``length_side``, ``max_trigram_overlap``, ``min_score``, ``score_model``) do not apply, and
+    ``lang`` replaces ``cfg.languages``. ``cfg=None`` means :meth:`FilterConfig.monolingual`,
+    which keeps the case: mined pairs should show the sentences as written, and the model
+    lowercases on its own.
+
+    Args:
+        lines: sentences, or ``(sentence, where)`` tuples; ``None`` marks undecodable text.
+    """
+    cfg = FilterConfig.monolingual(lang) if cfg is None else cfg
+    cfg = dataclasses.replace(cfg, languages=(lang,))
+    records = (((line[0] if isinstance(line, tuple) else line,), None) for line in lines)
+    return _run(records, 1, cfg, out_path, stats_path, workers, chunk_size)
