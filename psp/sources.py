@@ -19,6 +19,7 @@ import contextlib
 import gzip
 import hashlib
 import http.client
+import json
 import logging
 import os
 import random
@@ -951,3 +952,31 @@ def import_source(
             + ", ".join(missing[:5])
         )
     return written
+
+
+def fetch_and_import(
+    source: Source,
+    download_dir: str | os.PathLike,
+    out_root: str | os.PathLike,
+    manifest: str | os.PathLike,
+    **options,
+) -> dict[str, Any]:
+    """Download ``source``, import it under ``out_root`` and write ``manifest`` last.
+
+    The manifest (JSON: source id, URLs, the sha256 of every download and the files written) is
+    what the workflow waits on, so a source counts as present only once all of it was imported.
+    """
+    downloaded = fetch(source, download_dir)
+    written = import_source(source, downloaded, out_root, **options)
+    record = {
+        "source": source.id,
+        "format": source.format,
+        "downloads": [
+            {"url": url, "path": str(path), "sha256": sha256_file(path)}
+            for url, path in zip(source.urls, downloaded, strict=True)
+        ],
+        "files": [str(path) for path in written],
+    }
+    with atomic_open(manifest, "wt") as handle:
+        json.dump(record, handle, indent=2)
+    return record

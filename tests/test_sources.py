@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import http.server
 import io
+import json
 import re
 import socket
 import tarfile
@@ -24,6 +25,7 @@ from psp.sources import (
     SourceError,
     download,
     fetch,
+    fetch_and_import,
     import_opus_moses_zip,
     import_paranmt,
     import_semeval2017,
@@ -214,7 +216,12 @@ def test_fetch_and_import_a_registry_source(server, tmp_path):
     )
     paths = fetch(source, tmp_path / "downloads", **FAST)
     assert paths == [tmp_path / "downloads" / "sts" / "stsb" / "Stsbenchmark.tar.gz"]
-    import_source(source, paths, tmp_path / "data")
+    record = fetch_and_import(
+        source, tmp_path / "downloads", tmp_path / "data", tmp_path / "m.json"
+    )
+    assert json.loads((tmp_path / "m.json").read_text()) == record
+    assert record["downloads"][0]["sha256"] == source.sha256
+    assert sorted(record["files"]) == sorted(str(tmp_path / "data" / o) for o in source.outputs)
     assert resolve("sts/stsb", data_root=tmp_path / "data") == [
         tmp_path / "data" / o for o in source.outputs
     ]
