@@ -1,0 +1,115 @@
+"""``psp embed``: one embedding row per input line, written as a real ``.npy`` file.
+
+The output is a memory-mapped ``.npy`` sized up front, filled batch by batch and renamed into
+place at the end, so memory stays at one batch whatever the input size, and a crash leaves no
+truncated array behind. Sizing up front needs the line count, so ``-`` (stdin) is first spooled to
+a temporary file next to the output.
+
+Example:
+    psp embed --model results/models/es-en --input sents.txt --output embs.npy --threads 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from numpy.lib.format import open_memmap
+from tqdm.auto import tqdm
+
+from psp.io import InputError, atomic_path, iter_lines, iter_raw_lines
+
+STDIN = "-"
+
+
+def iter_batches(lines: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
+    """Group ``(line_number, text)`` items into lists of ``size`` (the last may be shorter)."""
+    batch: list[tuple[int, str]] = []
+    for item in lines:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def count_lines(path: str | Path) -> int:
+    return sum(1 for _ in iter_raw_lines(path))
+
+
+def embed_file(
+    model,
+    input_path: str | Path,
+    output: str | Path,
+    batch_size: int,
+    threads: int | None,
+    float16: bool,
+) -> int:
+    """Embed every line of ``input_path`` into ``output`` (``.npy``); returns the row count."""
+    n = count_lines(input_path)
+    dtype = np.float16 if float16 else np.float32
+    with atomic_path(output) as tmp:
+        rows = open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, model.dim))
+        done = 0
+        with tqdm(total=n, unit="sent", desc="embed", disable=None) as bar:
+            for batch in iter_batches(iter_lines(input_path), batch_size):
+                texts = [text for _, text in batch]
+                model.embed(
+                    texts,
+                    batch_size=batch_size,
+                    num_threads=threads,
+                    show_progress=False,
+                    out=rows[done : done + len(texts)],
+                )
+                done += len(texts)
+                bar.update(len(texts))
+        rows.flush()
+        del rows
+    return n
+
+
+def run(args: argparse.Namespace) -> int:
+    from psp.model import load
+
+    model = load(args.model)
+    output = Path(args.output)
+    if args.input != STDIN:
+        n = embed_file(model, args.input, output, args.batch_size, args.threads, args.float16)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            dir=output.parent, prefix=".stdin.", suffix=".txt"
+        ) as spool:
+            shutil.copyfileobj(sys.stdin.buffer, spool)
+            spool.flush()
+            try:
+                n = embed_file(
+                    model, spool.name, output, args.batch_size, args.threads, args.float16
+                )
+            except InputError as err:
+                raise InputError(str(err).replace(spool.name, "<stdin>")) from err
+    print(f"wrote {n} x {model.dim} embeddings to {output}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "embed",
+        help="embed one sentence per line into a .npy matrix",
+        description=__doc__.splitlines()[0],
+    )
+    parser.add_argument("--model", required=True, help="model directory")
+    parser.add_argument(
+        "--input", required=True, help="UTF-8 text, one sentence per line (.gz ok, - for stdin)"
+    )
+    parser.add_argument("--output", required=True, help="output .npy (float32, one row per line)")
+    parser.add_argument("--batch-size", type=int, default=8192, help="sentences per batch")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--float16", action="store_true", help="store float16 rows (half the size)")
+    parser.set_defaults(func=run)

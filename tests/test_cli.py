@@ -1,0 +1,137 @@
+"""``psp embed`` and ``psp score`` on small files and on stdin/stdout."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from psp.cli import main
+from psp.model import PSPModel
+from psp.spm import train_spm
+
+DIM = 24
+CLI = [sys.executable, "-c", "import sys; from psp.cli import main; sys.exit(main())"]
+
+
+@pytest.fixture(scope="module")
+def news(shared_data) -> list[str]:
+    with gzip.open(shared_data / "mono" / "en" / "wmt-newstest-en.txt.gz", "rt") as handle:
+        return [next(handle).rstrip("\n") for _ in range(2000)]
+
+
+@pytest.fixture(scope="module")
+def model_dir(news, tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    spm_path = train_spm(news, root / "en.model", vocab_size=500)
+    return PSPModel.from_spm(spm_path, DIM, seed=1).save(root / "model")
+
+
+@pytest.fixture(scope="module")
+def model(model_dir):
+    from psp import load
+
+    return load(model_dir)
+
+
+def test_embed_file_rows_in_order(model, model_dir, news, tmp_path):
+    lines = news[:25] + ["", "Ünïcode ☃ line"]
+    src = tmp_path / "sents.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "embs.npy"
+    args = ["embed", "--model", str(model_dir), "--input", str(src), "--output", str(out)]
+    assert main([*args, "--batch-size", "4", "--threads", "1"]) == 0
+    embs = np.load(out)
+    assert embs.shape == (len(lines), DIM) and embs.dtype == np.float32
+    np.testing.assert_allclose(embs, model.embed(lines), rtol=1e-6)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+    assert main([*args, "--float16"]) == 0
+    half = np.load(out)
+    assert half.dtype == np.float16
+    np.testing.assert_allclose(half, model.embed(lines), atol=5e-3)
+
+
+def test_embed_gz_input_without_final_newline(model, model_dir, news, tmp_path):
+    src = tmp_path / "sents.txt.gz"
+    with gzip.open(src, "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(news[:5]))
+    out = tmp_path / "embs.npy"
+    assert (
+        main(["embed", "--model", str(model_dir), "--input", str(src), "--output", str(out)]) == 0
+    )
+    np.testing.assert_allclose(np.load(out), model.embed(news[:5]), rtol=1e-6)
+
+
+def test_embed_stdin(model, model_dir, news, tmp_path):
+    out = tmp_path / "embs.npy"
+    text = "\n".join(news[:10]) + "\n"
+    cmd = [*CLI, "embed", "--model", str(model_dir), "--input", "-", "--output", str(out)]
+    subprocess.run(cmd, input=text.encode(), check=True, capture_output=True)
+    np.testing.assert_allclose(np.load(out), model.embed(news[:10]), rtol=1e-6)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["embs.npy"]
+
+
+def test_embed_invalid_utf8_names_line(model_dir, tmp_path, capsys):
+    src = tmp_path / "bad.txt"
+    src.write_bytes(b"fine\nbad \xff byte\n")
+    out = tmp_path / "embs.npy"
+    assert (
+        main(["embed", "--model", str(model_dir), "--input", str(src), "--output", str(out)]) == 2
+    )
+    assert "bad.txt:2" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def pairs_text(news: list[str], n: int) -> str:
+    return "".join(f"{a}\t{b}\n" for a, b in zip(news[:n], news[n : 2 * n], strict=True))
+
+
+def test_score_file(model, model_dir, news, tmp_path):
+    src = tmp_path / "pairs.tsv"
+    src.write_text(pairs_text(news, 12), encoding="utf-8")
+    out = tmp_path / "scored.tsv"
+    cmd = ["score", "--model", str(model_dir), "--input", str(src), "--output", str(out)]
+    assert main([*cmd, "--batch-size", "5"]) == 0
+    rows = out.read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 12
+    inputs = src.read_text(encoding="utf-8").splitlines()
+    assert [r.rsplit("\t", 1)[0] for r in rows] == inputs
+    scores = np.array([float(r.rsplit("\t", 1)[1]) for r in rows])
+    np.testing.assert_allclose(scores, model.score(news[:12], news[12:24]), atol=1e-6)
+
+
+def test_score_stdin_stdout(model, model_dir, news):
+    cmd = [*CLI, "score", "--model", str(model_dir), "--input", "-", "--output", "-"]
+    done = subprocess.run(cmd, input=pairs_text(news, 3).encode(), check=True, capture_output=True)
+    rows = done.stdout.decode().splitlines()
+    scores = np.array([float(r.rsplit("\t", 1)[1]) for r in rows])
+    np.testing.assert_allclose(scores, model.score(news[:3], news[3:6]), atol=1e-6)
+
+
+def test_score_malformed_line_names_file_and_line(model_dir, news, tmp_path, capsys):
+    src = tmp_path / "pairs.tsv"
+    src.write_text(pairs_text(news, 2) + "only one field\n", encoding="utf-8")
+    out = tmp_path / "scored.tsv"
+    cmd = ["score", "--model", str(model_dir), "--input", str(src), "--output", str(out)]
+    assert main(cmd) == 2
+    assert f"{src}:3: expected 2 tab-separated fields, found 1" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_score_malformed_stdin_line(model_dir):
+    cmd = [*CLI, "score", "--model", str(model_dir), "--input", "-", "--output", "-"]
+    done = subprocess.run(cmd, input=b"a\tb\na\tb\tc\n", capture_output=True)
+    assert done.returncode == 2
+    assert "<stdin>:2: expected 2 tab-separated fields, found 3" in done.stderr.decode()
+
+
+def test_missing_model_is_clear_error(tmp_path, capsys):
+    src = tmp_path / "s.txt"
+    src.write_text("hello\n")
+    args = ["embed", "--model", str(tmp_path / "nope"), "--input", str(src), "--output", "x.npy"]
+    assert main(args) == 2
+    assert "nope: model directory not found" in capsys.readouterr().err

@@ -1,0 +1,211 @@
+"""PSPModel: embedding semantics, save/load round trips and load-time error messages."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import psp
+from psp.io import InputError
+from psp.model import ModelConfig, PSPModel, load
+from psp.spm import PieceEncoder, train_spm
+
+DIM = 32
+
+
+@pytest.fixture(scope="module")
+def news(shared_data) -> list[str]:
+    with gzip.open(shared_data / "mono" / "en" / "wmt-newstest-en.txt.gz", "rt") as handle:
+        return [next(handle).rstrip("\n") for _ in range(3000)]
+
+
+@pytest.fixture(scope="module")
+def spm_path(news, tmp_path_factory):
+    return train_spm(news, tmp_path_factory.mktemp("spm") / "en.model", vocab_size=500)
+
+
+@pytest.fixture(scope="module")
+def model(spm_path) -> PSPModel:
+    return PSPModel.from_spm(spm_path, DIM, seed=3, languages=["en"])
+
+
+@pytest.fixture(scope="module")
+def saved(model, tmp_path_factory):
+    return model.save(tmp_path_factory.mktemp("model") / "m")
+
+
+def manual_mean(model: PSPModel, sentence: str) -> np.ndarray:
+    """Mean of the table rows of the sentence's ids, computed independently of embedding_bag."""
+    ids, _ = model.encoder.encode([sentence])
+    return model.embedding.weight.detach().numpy()[ids].mean(axis=0)
+
+
+def test_embed_shape_dtype_order_across_batches(model, news):
+    sentences = news[:50] + ["", "THE Cat."]
+    out = model.embed(sentences, batch_size=7)
+    assert out.shape == (len(sentences), DIM)
+    assert out.dtype == np.float32
+    expected = np.stack([manual_mean(model, s) for s in sentences])
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(out, model.embed(sentences, batch_size=1000))
+
+
+def test_lone_string_gives_vector(model, news):
+    vector = model.embed(news[0])
+    assert vector.shape == (DIM,)
+    np.testing.assert_allclose(vector, model.embed([news[0]])[0], rtol=1e-6)
+
+
+def test_empty_input(model):
+    assert model.embed([]).shape == (0, DIM)
+
+
+def test_sentence_without_known_piece_is_unk_row(model):
+    unk = model.embedding.weight[model.config.unk_id].detach().numpy()
+    for text in ["", "   "]:
+        np.testing.assert_array_equal(model.embed(text), unk)
+
+
+def test_lowercasing(model):
+    np.testing.assert_array_equal(
+        model.embed("The Senate Voted."), model.embed("the senate voted.")
+    )
+
+
+def test_max_pieces_truncates(spm_path, news):
+    model = PSPModel.from_spm(spm_path, DIM, seed=3, max_pieces=2)
+    full = PieceEncoder(spm_path)
+    ids, offsets = full.encode([news[0]])
+    assert offsets[1] > 2
+    expected = model.embedding.weight.detach().numpy()[ids[:2]].mean(axis=0)
+    np.testing.assert_allclose(model.embed(news[0]), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_normalize(model, news):
+    out = model.embed(news[:10], normalize=True)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-5)
+
+
+def test_num_threads_restored(model, news):
+    before = torch.get_num_threads()
+    model.embed(news[:10], num_threads=1)
+    assert torch.get_num_threads() == before
+
+
+def test_forward_matches_embed_and_trains_sparse(spm_path, news):
+    model = PSPModel.from_spm(spm_path, DIM, seed=0, sparse=True)
+    ids, offsets = model.encoder.encode(news[:5])
+    pooled = model(torch.from_numpy(ids), torch.from_numpy(offsets))
+    np.testing.assert_allclose(pooled.detach().numpy(), model.embed(news[:5]), rtol=1e-6)
+    pooled.sum().backward()
+    grad = model.embedding.weight.grad
+    assert grad.is_sparse
+    touched = set(grad.coalesce().indices()[0].tolist())
+    assert touched == set(ids.tolist())
+
+
+def test_from_spm_seeded(spm_path):
+    a = PSPModel.from_spm(spm_path, DIM, seed=5).embedding.weight
+    b = PSPModel.from_spm(spm_path, DIM, seed=5).embedding.weight
+    c = PSPModel.from_spm(spm_path, DIM, seed=6).embedding.weight
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_untrained_baseline_reflects_piece_overlap(model, news):
+    """Random piece vectors: a sentence is closer to a word-dropped copy than to other sentences."""
+    sentences = news[100:140]
+    dropped = [" ".join(s.split()[1:]) for s in sentences]
+    same = model.score(sentences, dropped)
+    other = model.score(sentences, sentences[1:] + sentences[:1])
+    assert np.mean(same) > np.mean(other) + 0.3
+
+
+def test_score_is_cosine_of_embed(model, news):
+    a, b = news[:20], news[20:40]
+    ea, eb = model.embed(a), model.embed(b)
+    expected = (ea * eb).sum(1) / np.linalg.norm(ea, axis=1) / np.linalg.norm(eb, axis=1)
+    np.testing.assert_allclose(model.score(a, b, batch_size=6), expected, rtol=1e-5, atol=1e-6)
+    assert model.score(news[0], news[0]) == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError, match="as many"):
+        model.score(a, b[:-1])
+
+
+def test_save_load_float32_exact(model, saved, news):
+    loaded = psp.load(saved)
+    assert loaded.config == model.config
+    assert loaded.config.provenance["spm_sha256"] == model.encoder.sha256
+    assert torch.equal(loaded.embedding.weight, model.embedding.weight)
+    np.testing.assert_array_equal(loaded.embed(news[:30]), model.embed(news[:30]))
+
+
+def test_save_load_float16_close(model, news, tmp_path):
+    model.save(tmp_path / "half", float16=True)
+    loaded = load(tmp_path / "half")
+    assert loaded.embedding.weight.dtype == torch.float32
+    weights = (tmp_path / "half" / "embeddings.safetensors").stat().st_size
+    assert weights < model.config.vocab_size * DIM * 4 * 0.6
+    np.testing.assert_allclose(loaded.embed(news[:30]), model.embed(news[:30]), rtol=0, atol=3e-3)
+
+
+def copy_model(saved, tmp_path):
+    target = tmp_path / "copy"
+    target.mkdir()
+    for file in saved.iterdir():
+        (target / file.name).write_bytes(file.read_bytes())
+    return target
+
+
+@pytest.mark.parametrize("name", ["config.json", "sentencepiece.model", "embeddings.safetensors"])
+def test_load_missing_file_named(saved, tmp_path, name):
+    target = copy_model(saved, tmp_path)
+    (target / name).unlink()
+    with pytest.raises(InputError, match=name):
+        load(target)
+
+
+def test_load_swapped_tokenizer_named(saved, tmp_path, news):
+    target = copy_model(saved, tmp_path)
+    train_spm(news[:2000], target / "sentencepiece.model", vocab_size=500, seed=1)
+    with pytest.raises(InputError, match="sentencepiece.model.*sha256"):
+        load(target)
+
+
+def test_load_truncated_weights_named(saved, tmp_path):
+    target = copy_model(saved, tmp_path)
+    data = (target / "embeddings.safetensors").read_bytes()
+    (target / "embeddings.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="embeddings.safetensors"):
+        load(target)
+
+
+def test_load_shape_mismatch_named(saved, tmp_path):
+    target = copy_model(saved, tmp_path)
+    config = json.loads((target / "config.json").read_text())
+    config["dim"] = DIM + 1
+    (target / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match=r"embeddings.safetensors.*shape"):
+        load(target)
+
+
+def test_config_unknown_key_rejected():
+    text = ModelConfig(dim=4, vocab_size=10).to_json()
+    assert ModelConfig.from_json(text) == ModelConfig(dim=4, vocab_size=10)
+    data = json.loads(text)
+    data["hidden_dim"] = 7
+    with pytest.raises(InputError, match="m/config.json.*hidden_dim"):
+        ModelConfig.from_json(json.dumps(data), where="m/config.json")
+    with pytest.raises(InputError, match="missing.*vocab_size"):
+        ModelConfig.from_json(json.dumps({"dim": 4}))
+
+
+def test_embed_into_out_buffer(model, news):
+    buffer = np.full((12, DIM), np.nan, dtype=np.float32)
+    result = model.embed(news[:12], batch_size=5, out=buffer)
+    assert result is buffer
+    np.testing.assert_array_equal(buffer, model.embed(news[:12]))
+    with pytest.raises(ValueError, match="shape"):
+        model.embed(news[:3], out=buffer)
