@@ -1,0 +1,253 @@
+"""BUCC-style mining evaluation: find gold translation pairs hidden among unrelated sentences.
+
+The BUCC 2017/2018 shared-task files are not redistributable here, so the task is rebuilt the
+same way from open data: gold pairs from a parallel test set, shuffled into monolingual
+sentences on each side that have no translation on the other side. The threshold is chosen on a
+dev task (maximum F1) and applied unchanged to a test task, as in Artetxe & Schwenk (2019).
+
+Default data (paths under the data mirror, see ``BuccData``):
+
+- dev gold: ``bitext/es-en/tico19-test``; test gold: ``bitext/es-en/ntrex128``.
+- English distractors: ``mono/en/wmt-newstest-en.txt.gz`` (it excludes every English sentence of
+  ``bitext/``, so none translates a Spanish sentence of the task).
+- Spanish distractors: the Spanish side of ``bitext/es-en/wmt-newstest`` and
+  ``un-v1.0-dev-test``; their English sides are in ``bitext/`` and therefore absent from the
+  English distractors, so they too have no partner. The Quijote is not used: literary 17th
+  century paragraphs are too easy to tell apart from news and COVID text.
+
+Each pool is split by a seeded permutation into disjoint dev and test halves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from psp.io import atomic_open, atomic_path, read_lines
+from psp.mine.config import MineConfig
+from psp.mine.pipeline import all_candidates, mine_texts
+
+log = logging.getLogger(__name__)
+
+Gold = set[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Precision/recall/F1 when keeping every candidate scoring at least ``thresholds[i]``."""
+
+    thresholds: np.ndarray
+    precision: np.ndarray
+    recall: np.ndarray
+    f1: np.ndarray
+
+
+def _dedupe(lines: Sequence[str], exclude: set[str] = frozenset()) -> list[str]:
+    seen, out = set(exclude), []
+    for line in lines:
+        key = line.strip()
+        if key and key not in seen:
+            seen.add(key)
+            out.append(line)
+    return out
+
+
+def build_bucc_task(
+    gold_src: Sequence[str],
+    gold_tgt: Sequence[str],
+    distractor_src: Sequence[str],
+    distractor_tgt: Sequence[str],
+    seed: int = 0,
+) -> tuple[list[str], list[str], Gold]:
+    """Shuffle gold pairs into distractors; returns ``(src_sentences, tgt_sentences, gold)``.
+
+    Gold pairs are made one-to-one: a pair whose source or target sentence already occurred in
+    an earlier gold pair (or is blank) is dropped, since one sentence cannot be in two places.
+    Distractors are deduplicated and anything equal to a gold sentence of the same side removed.
+    ``gold`` holds ``(src_index, tgt_index)`` in the shuffled lists.
+    """
+    if len(gold_src) != len(gold_tgt):
+        raise ValueError(f"gold sides differ in length: {len(gold_src)} vs {len(gold_tgt)}")
+    seen_src, seen_tgt, pairs = set(), set(), []
+    for s, t in zip(gold_src, gold_tgt, strict=True):
+        ks, kt = s.strip(), t.strip()
+        if ks and kt and ks not in seen_src and kt not in seen_tgt:
+            seen_src.add(ks)
+            seen_tgt.add(kt)
+            pairs.append((s, t))
+    d_src = _dedupe(distractor_src, seen_src)
+    d_tgt = _dedupe(distractor_tgt, seen_tgt)
+    rng = np.random.default_rng(seed)
+    src = [s for s, _ in pairs] + d_src
+    tgt = [t for _, t in pairs] + d_tgt
+    src_perm, tgt_perm = rng.permutation(len(src)), rng.permutation(len(tgt))
+    src_pos, tgt_pos = np.argsort(src_perm), np.argsort(tgt_perm)  # old index -> new position
+    gold = {(int(src_pos[g]), int(tgt_pos[g])) for g in range(len(pairs))}
+    return [src[i] for i in src_perm], [tgt[i] for i in tgt_perm], gold
+
+
+def precision_recall_curve(
+    scores: np.ndarray, src: np.ndarray, tgt: np.ndarray, gold: Gold
+) -> Curve:
+    """P/R/F1 at every distinct candidate score (ties are kept or dropped together)."""
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    scores = np.asarray(scores)[order]
+    hits = np.array(
+        [
+            (int(i), int(j)) in gold
+            for i, j in zip(np.asarray(src)[order], np.asarray(tgt)[order], strict=True)
+        ],
+        dtype=bool,
+    )
+    tp = np.cumsum(hits)
+    kept = np.arange(1, len(scores) + 1)
+    last_of_tie = np.append(scores[1:] != scores[:-1], True) if len(scores) else np.zeros(0, bool)
+    tp, kept, thresholds = tp[last_of_tie], kept[last_of_tie], scores[last_of_tie]
+    precision = tp / kept
+    recall = tp / max(len(gold), 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = np.where(tp > 0, 2 * precision * recall / (precision + recall), 0.0)
+    return Curve(thresholds, precision, recall, f1)
+
+
+def best_threshold(curve: Curve) -> tuple[float, float]:
+    """The threshold with maximum F1 on ``curve`` (the first, i.e. highest, on ties) and that F1."""
+    if len(curve.f1) == 0:
+        raise ValueError("best_threshold: empty curve (no candidates)")
+    best = int(np.argmax(curve.f1))
+    return float(curve.thresholds[best]), float(curve.f1[best])
+
+
+def evaluate_at(
+    scores: np.ndarray, src: np.ndarray, tgt: np.ndarray, gold: Gold, threshold: float
+) -> dict[str, float]:
+    """Precision, recall and F1 of the candidates scoring at least ``threshold``."""
+    keep = np.asarray(scores) >= threshold
+    mined = set(zip(np.asarray(src)[keep].tolist(), np.asarray(tgt)[keep].tolist(), strict=True))
+    tp = len(mined & gold)
+    precision = tp / len(mined) if mined else 0.0
+    recall = tp / len(gold) if gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if tp else 0.0
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "mined": len(mined),
+        "gold": len(gold),
+    }
+
+
+def plot_pr_curves(
+    curves: dict[str, Curve], marks: dict[str, dict], out_png: str | os.PathLike
+) -> Path:
+    """Precision-recall curves, one per split, with the operating point of each marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=120)
+    for name, curve in curves.items():
+        (line,) = ax.plot(curve.recall, curve.precision, label=name)
+        if name in marks:
+            m = marks[name]
+            ax.plot(
+                m["recall"],
+                m["precision"],
+                "o",
+                color=line.get_color(),
+                label=f"{name} @ {m['threshold']:.3f}: F1 {m['f1']:.3f}",
+            )
+    ax.set_xlabel("recall")
+    ax.set_ylabel("precision")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return Path(out_png)
+
+
+@dataclass
+class BuccData:
+    """Where the BUCC-style task's sentences come from, relative to the data mirror root."""
+
+    dev_gold: str = "bitext/es-en/tico19-test"
+    test_gold: str = "bitext/es-en/ntrex128"
+    src_lang: str = "es"
+    tgt_lang: str = "en"
+    src_distractors: tuple[str, ...] = (
+        "bitext/es-en/wmt-newstest.es.gz",
+        "bitext/es-en/un-v1.0-dev-test.es.gz",
+    )
+    tgt_distractors: tuple[str, ...] = ("mono/en/wmt-newstest-en.txt.gz",)
+    n_distractors: int = 10_000  # per side and split
+    max_gold: int | None = None  # None: all gold pairs
+    seed: int = 0
+
+
+def load_tasks(
+    data_root: str | os.PathLike, data: BuccData
+) -> dict[str, tuple[list[str], list[str], Gold]]:
+    """Build the dev and test tasks from the mirror, with disjoint distractor halves."""
+    root = Path(data_root)
+    rng = np.random.default_rng(data.seed)
+    pools = {}
+    for side, files in (("src", data.src_distractors), ("tgt", data.tgt_distractors)):
+        lines = [line for f in files for line in read_lines(root / f)]
+        perm = rng.permutation(len(lines))
+        half = len(lines) // 2
+        pools[side] = {
+            "dev": [lines[i] for i in perm[:half][: data.n_distractors]],
+            "test": [lines[i] for i in perm[half:][: data.n_distractors]],
+        }
+    tasks = {}
+    for split, gold_id in (("dev", data.dev_gold), ("test", data.test_gold)):
+        gold_src = read_lines(root / f"{gold_id}.{data.src_lang}.gz")[: data.max_gold]
+        gold_tgt = read_lines(root / f"{gold_id}.{data.tgt_lang}.gz")[: data.max_gold]
+        tasks[split] = build_bucc_task(
+            gold_src, gold_tgt, pools["src"][split], pools["tgt"][split], data.seed
+        )
+    return tasks
+
+
+def run_bucc(
+    model,
+    data_root: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    cfg: MineConfig | None = None,
+    data: BuccData | None = None,
+) -> dict:
+    """Tune the threshold on dev, report P/R/F1 on test; writes ``bucc.json`` and ``pr_curve.png``.
+
+    Candidates come from :func:`mine_texts` with the threshold removed, so exactly the mining
+    path (kNN, margin, retrieval) is evaluated.
+    """
+    cfg, data = cfg or MineConfig(), data or BuccData()
+    out_dir = Path(out_dir)
+    curves, marks, results = {}, {}, {"margin": cfg.margin, "retrieval": cfg.retrieval, "k": cfg.k}
+    threshold = None
+    for split, (src, tgt, gold) in load_tasks(data_root, data).items():
+        mined = mine_texts(model, src, tgt, all_candidates(cfg))
+        scores, i, j = (
+            (np.array(col) for col in zip(*mined, strict=True)) if mined else (np.zeros(0),) * 3
+        )
+        curves[split] = precision_recall_curve(scores, i, j, gold)
+        if threshold is None:  # dev comes first: choose the threshold there
+            threshold, _ = best_threshold(curves[split])
+        marks[split] = {"threshold": threshold, **evaluate_at(scores, i, j, gold, threshold)}
+        results[split] = {**marks[split], "n_src": len(src), "n_tgt": len(tgt)}
+        log.info("BUCC %s: %s", split, results[split])
+    with atomic_open(out_dir / "bucc.json", "wt") as out:
+        json.dump(results, out, indent=2)
+    plot_pr_curves(curves, marks, out_dir / "pr_curve.png")
+    return results

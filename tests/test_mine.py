@@ -1,0 +1,410 @@
+"""Mining: blockwise kNN vs brute force, shard reduce, margins, retrieval, atomicity, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from psp.io import InputError
+from psp.mine import (
+    IndexConfig,
+    MineConfig,
+    build_index,
+    check_model_languages,
+    count_lines,
+    embed_shard,
+    knn_both_directions,
+    knn_means,
+    knn_shard_pair,
+    margin_score,
+    merge_knn,
+    mine_files,
+    mine_texts,
+    reduce_parts,
+    score_pairs,
+    search_index,
+    shard_bounds,
+)
+from psp.mine.index import use_gpu
+
+
+@dataclass
+class _Config:
+    dim: int
+    languages: list[str] = field(default_factory=lambda: ["es", "en"])
+
+
+class TrigramEmbedder:
+    """A real, tiny embedder: hashed bag of character trigrams (language-agnostic surface match)."""
+
+    def __init__(self, dim: int = 128, languages=("es", "en")):
+        self.config = _Config(dim, list(languages))
+        self.calls = 0
+
+    def embed(self, sentences, batch_size: int = 32) -> np.ndarray:
+        self.calls += 1
+        out = np.zeros((len(sentences), self.config.dim), dtype=np.float32)
+        for row, sentence in enumerate(sentences):
+            text = f"  {sentence.lower()}  "
+            for a in range(len(text) - 2):
+                out[row, zlib.crc32(text[a : a + 3].encode()) % self.config.dim] += 1.0
+        return out
+
+
+def unit(rng, n, d):
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def brute(x, y, k):
+    sim = x @ y.T
+    ids = np.argsort(-sim, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(sim, ids, 1), ids
+
+
+def save(path, arr):
+    np.save(path, arr)
+    return path
+
+
+def test_count_lines_and_shard_bounds(tmp_path):
+    cut = tmp_path / "cut.txt.gz"
+    cut.write_bytes(gzip.compress(b"line\n" * 1000)[:-20])
+    with pytest.raises(InputError, match="cut.txt.gz: corrupt or truncated"):
+        count_lines(cut)
+    plain = tmp_path / "a.txt"
+    plain.write_text("one\ntwo\nthree")  # no final newline
+    gz = tmp_path / "b.txt.gz"
+    with gzip.open(gz, "wt") as f:
+        f.write("x\n" * 7)
+    assert count_lines(plain) == 3 and count_lines(gz) == 7
+    bounds = shard_bounds(10, 3)
+    assert bounds == [(0, 3), (3, 6), (6, 10)]
+    assert shard_bounds(2, 4) == [(0, 0), (0, 1), (1, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("block_size", [7, 64])
+def test_blockwise_knn_matches_brute_force(block_size):
+    rng = np.random.default_rng(0)
+    x, y = unit(rng, 53, 16), unit(rng, 41, 16)
+    (fD, fI), (bD, bI) = knn_both_directions(x, y, k=5, block_size=block_size)
+    eD, eI = brute(x, y, 5)
+    np.testing.assert_allclose(fD, eD, atol=1e-5)
+    np.testing.assert_array_equal(fI, eI)
+    eD, eI = brute(y, x, 5)
+    np.testing.assert_allclose(bD, eD, atol=1e-5)
+    np.testing.assert_array_equal(bI, eI)
+
+
+def test_knn_pads_when_fewer_rows_than_k():
+    rng = np.random.default_rng(1)
+    (fD, fI), (bD, bI) = knn_both_directions(unit(rng, 5, 8), unit(rng, 2, 8), k=4, block_size=3)
+    assert (fI[:, 2:] == -1).all() and np.isneginf(fD[:, 2:]).all()
+    assert (bI >= 0).all()
+    means = knn_means((fD, fI), 4)
+    np.testing.assert_allclose(means, fD[:, :2].mean(axis=1), atol=1e-6)
+
+
+def test_shard_pairs_merge_equals_unsharded(tmp_path):
+    rng = np.random.default_rng(2)
+    x, y = unit(rng, 37, 12), unit(rng, 29, 12)
+    xb, yb = shard_bounds(len(x), 3), shard_bounds(len(y), 2)
+    parts = []
+    for s, (a, b) in enumerate(xb):
+        for t, (c, d) in enumerate(yb):
+            parts.append(
+                knn_shard_pair(
+                    save(tmp_path / f"x{s}.npy", x[a:b]), save(tmp_path / f"y{t}.npy", y[c:d]),
+                    a, c, 4, tmp_path / f"p{s}{t}.npz", block_size=5,
+                )
+            )  # fmt: skip
+    (fD, fI), (bD, bI) = reduce_parts(parts, 4)
+    (eD, eI), (gD, gI) = knn_both_directions(x, y, 4, block_size=1000)
+    np.testing.assert_allclose(fD, eD, atol=1e-5)
+    np.testing.assert_array_equal(fI, eI)
+    np.testing.assert_allclose(bD, gD, atol=1e-5)
+    np.testing.assert_array_equal(bI, gI)
+    with pytest.raises(InputError, match="paired with"):
+        reduce_parts(parts[:-1], 4)
+
+
+def test_merge_knn_keeps_real_neighbours_over_padding():
+    a = (np.array([[0.9, -np.inf]], np.float32), np.array([[3, -1]]))
+    b = (np.array([[0.5, 0.1]], np.float32), np.array([[7, 8]]))
+    D, ids = merge_knn([a, b], 3)
+    np.testing.assert_allclose(D, [[0.9, 0.5, 0.1]])
+    np.testing.assert_array_equal(ids, [[3, 7, 8]])
+    D, ids = merge_knn([a, a], 4)  # only two real neighbours (the same twice): padding stays -inf
+    np.testing.assert_array_equal(ids[0, 2:], [-1, -1])
+    assert np.isneginf(D[0, 2:]).all()
+
+
+def test_margins_by_hand():
+    # Source 0's neighbours: t0 0.9, t1 0.5 -> mean 0.7; target 0's: s0 0.9, s1 0.3 -> mean 0.6.
+    fwd = (np.array([[0.9, 0.5], [0.4, 0.3]], np.float32), np.array([[0, 1], [1, 0]]))
+    bwd = (np.array([[0.9, 0.3], [0.5, 0.4]], np.float32), np.array([[0, 1], [0, 1]]))
+    m_src, m_tgt = knn_means(fwd, 2), knn_means(bwd, 2)
+    np.testing.assert_allclose(m_src, [0.7, 0.35])
+    np.testing.assert_allclose(m_tgt, [0.6, 0.45])
+    cos = np.float32(0.9)
+    assert margin_score(cos, m_src[0], m_tgt[0], "ratio") == pytest.approx(0.9 / 0.65, rel=1e-6)
+    assert margin_score(cos, m_src[0], m_tgt[0], "distance") == pytest.approx(0.9 - 0.65, abs=1e-6)
+    assert margin_score(cos, m_src[0], m_tgt[0], "absolute") == pytest.approx(0.9)
+    scores, src, tgt = score_pairs(fwd, bwd, 2, "ratio", "fwd")
+    # source 1: t1 0.4/((0.35+0.45)/2)=1.0 beats t0 0.3/((0.35+0.6)/2)=0.6316
+    assert list(zip(src, tgt)) == [(0, 0), (1, 1)]
+    np.testing.assert_allclose(scores, [0.9 / 0.65, 1.0], rtol=1e-6)
+
+
+def _retrieval_case():
+    """Source 0 and 1 both prefer target 0; target 1 prefers source 1; target 0 prefers source 0."""
+    fwd = (np.array([[0.9, 0.1], [0.8, 0.7]], np.float32), np.array([[0, 1], [0, 1]]))
+    bwd = (np.array([[0.9, 0.8], [0.7, 0.1]], np.float32), np.array([[0, 1], [1, 0]]))
+    return fwd, bwd
+
+
+@pytest.mark.parametrize(
+    "retrieval, expected",
+    [
+        ("fwd", {(0, 0), (1, 0)}),
+        ("bwd", {(0, 0), (1, 1)}),
+        ("intersect", {(0, 0)}),
+        ("max", {(0, 0), (1, 1)}),  # (1, 0) is dropped: target 0 is taken by the better (0, 0)
+    ],
+)
+def test_retrieval_modes(retrieval, expected):
+    fwd, bwd = _retrieval_case()
+    scores, src, tgt = score_pairs(fwd, bwd, 2, "absolute", retrieval)
+    assert set(zip(src.tolist(), tgt.tolist())) == expected
+    assert (np.diff(scores) <= 0).all()
+
+
+def test_ivf_recall_against_exact(tmp_path):
+    rng = np.random.default_rng(3)
+    centers = unit(rng, 50, 32)
+    db = centers[rng.integers(0, 50, 5000)] + 0.3 * unit(rng, 5000, 32)
+    db /= np.linalg.norm(db, axis=1, keepdims=True)
+    queries = db[:200] + 0.05 * unit(rng, 200, 32)
+    path = save(tmp_path / "db.npy", db.astype(np.float32))
+    cfg = IndexConfig(ivf_min_size=1000, nlist=64, nprobe=16, use_gpu=False)
+    index = build_index([path], tmp_path / "db.faiss", cfg)
+    assert (tmp_path / "db.faiss").exists() and index.ntotal == 5000
+    _, approx = search_index(index, queries.astype(np.float32), 10, block_size=64)
+    _, exact = brute(queries, db, 10)
+    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact)])
+    assert recall > 0.95
+
+
+def test_ivf_shard_pair_close_to_exact(tmp_path):
+    rng = np.random.default_rng(4)
+    x, y = unit(rng, 800, 16), unit(rng, 900, 16)
+    y[:300] = x[:300] + 0.01 * unit(rng, 300, 16)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    xs, ys = save(tmp_path / "x.npy", x), save(tmp_path / "y.npy", y)
+    cfg = IndexConfig(ivf_min_size=500, nlist=8, nprobe=8)  # nprobe = nlist: exhaustive
+    knn_shard_pair(xs, ys, 0, 0, 4, tmp_path / "ivf.npz", index=cfg)
+    knn_shard_pair(xs, ys, 0, 0, 4, tmp_path / "flat.npz")
+    (f1, b1), (f2, b2) = (
+        reduce_parts([tmp_path / "ivf.npz"], 4),
+        reduce_parts([tmp_path / "flat.npz"], 4),
+    )
+    np.testing.assert_allclose(f1[0], f2[0], atol=1e-5)
+    np.testing.assert_allclose(b1[0], b2[0], atol=1e-5)
+
+
+@pytest.mark.skipif(not use_gpu(IndexConfig()), reason="no Faiss GPU")
+def test_gpu_index_matches_cpu(tmp_path):
+    rng = np.random.default_rng(5)
+    path = save(tmp_path / "db.npy", unit(rng, 3000, 32))
+    q = unit(rng, 50, 32)
+    gpu = search_index(
+        build_index([path], None, IndexConfig(ivf_min_size=10**9, use_gpu=True)), q, 5
+    )
+    cpu = search_index(
+        build_index([path], None, IndexConfig(ivf_min_size=10**9, use_gpu=False)), q, 5
+    )
+    np.testing.assert_allclose(gpu[0], cpu[0], atol=1e-4)
+
+
+def test_dimension_mismatch_names_both_files(tmp_path):
+    rng = np.random.default_rng(6)
+    a, b = save(tmp_path / "a.npy", unit(rng, 4, 8)), save(tmp_path / "b.npy", unit(rng, 4, 6))
+    with pytest.raises(InputError, match=r"a\.npy has dim 8.*b\.npy has dim 6"):
+        knn_shard_pair(a, b, 0, 0, 2, tmp_path / "p.npz")
+    with pytest.raises(InputError, match=r"a\.npy has dim 8.*b\.npy has dim 6"):
+        build_index([a, b], None, IndexConfig())
+    assert not (tmp_path / "p.npz").exists()
+
+
+def test_truncated_or_foreign_shard_is_an_input_error(tmp_path):
+    rng = np.random.default_rng(8)
+    good = save(tmp_path / "good.npy", unit(rng, 10, 8))
+    (tmp_path / "cut.npy").write_bytes(good.read_bytes()[:-16])
+    with pytest.raises(InputError, match=r"cut\.npy: truncated"):
+        knn_shard_pair(good, tmp_path / "cut.npy", 0, 0, 2, tmp_path / "p.npz")
+    np.save(tmp_path / "ints.npy", np.zeros((3, 8), dtype=np.int64))
+    with pytest.raises(InputError, match=r"ints\.npy: expected a 2-D"):
+        knn_shard_pair(good, tmp_path / "ints.npy", 0, 0, 2, tmp_path / "p.npz")
+
+
+def test_float16_shards_search_like_float32(tmp_path):
+    rng = np.random.default_rng(9)
+    x, y = unit(rng, 30, 16), unit(rng, 20, 16)
+    save(tmp_path / "x16.npy", x.astype(np.float16))
+    save(tmp_path / "y16.npy", y.astype(np.float16))
+    knn_shard_pair(
+        tmp_path / "x16.npy", tmp_path / "y16.npy", 0, 0, 3, tmp_path / "p.npz", block_size=7
+    )
+    (fD, _), (bD, _) = reduce_parts([tmp_path / "p.npz"], 3)
+    np.testing.assert_allclose(fD, brute(x, y, 3)[0], atol=2e-3)
+    np.testing.assert_allclose(bD, brute(y, x, 3)[0], atol=2e-3)
+
+
+class FailingEmbedder(TrigramEmbedder):
+    def embed(self, sentences, batch_size=32):
+        if self.calls == 1:
+            raise RuntimeError("injected failure")
+        return super().embed(sentences, batch_size)
+
+
+def test_embed_shard_writes_normalised_rows_and_nothing_on_failure(tmp_path):
+    text = tmp_path / "s.txt.gz"
+    with gzip.open(text, "wt") as f:
+        f.write("".join(f"sentence number {i}\n" for i in range(10)))
+    out = embed_shard(TrigramEmbedder(), text, 1, 3, tmp_path / "e1.npy", batch_size=2)
+    emb = np.load(out)
+    assert emb.shape == (3, 128) and emb.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, rtol=1e-5)
+    expected = TrigramEmbedder().embed(
+        ["sentence number 3", "sentence number 4", "sentence number 5"]
+    )
+    np.testing.assert_allclose(
+        emb, expected / np.linalg.norm(expected, axis=1, keepdims=True), rtol=1e-5
+    )
+    half = embed_shard(TrigramEmbedder(), text, 0, 1, tmp_path / "h.npy", float16=True)
+    assert np.load(half).dtype == np.float16
+    with pytest.raises(RuntimeError, match="injected"):
+        embed_shard(FailingEmbedder(), text, 0, 1, tmp_path / "bad.npy", batch_size=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e1.npy", "h.npy", "s.txt.gz"]
+
+
+def test_knn_failure_leaves_no_part(tmp_path, monkeypatch):
+    import psp.mine.knn as knn
+
+    rng = np.random.default_rng(7)
+    a, b = save(tmp_path / "a.npy", unit(rng, 6, 4)), save(tmp_path / "b.npy", unit(rng, 6, 4))
+
+    def boom(handle, **arrays):
+        handle.write(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(knn.np, "savez", boom)
+    with pytest.raises(OSError, match="disk full"):
+        knn_shard_pair(a, b, 0, 0, 2, tmp_path / "p.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy", "b.npy"]
+
+
+def test_empty_corpus_is_an_error_naming_the_file(tmp_path):
+    empty, full = tmp_path / "empty.txt", tmp_path / "full.txt"
+    empty.write_text("")
+    full.write_text("hola\n")
+    with pytest.raises(InputError, match="empty.txt: empty corpus"):
+        mine_files(
+            TrigramEmbedder(), full, empty, MineConfig(), tmp_path / "o.tsv.gz", tmp_path / "w"
+        )
+    with pytest.raises(InputError, match="empty.txt: empty corpus"):
+        embed_shard(TrigramEmbedder(), empty, 0, 1, tmp_path / "e.npy")
+
+
+def test_model_languages_checked():
+    model = TrigramEmbedder(languages=["de", "en"])
+    check_model_languages(model, "de", "en", "models/de-en")
+    with pytest.raises(InputError, match=r"models/de-en.*\['es'\].*es-en"):
+        check_model_languages(model, "es", "en", "models/de-en")
+
+
+def test_mine_config_from_dict():
+    cfg = MineConfig.from_dict({"k": 3, "retrieval": "intersect", "index": {"nprobe": 4}})
+    assert cfg.k == 3 and cfg.index == IndexConfig(nprobe=4)
+    assert cfg.effective_threshold == 1.06
+    with pytest.raises(ValueError, match="unknown key.*'kk'"):
+        MineConfig.from_dict({"kk": 3})
+    with pytest.raises(ValueError, match="retrieval"):
+        MineConfig(retrieval="both")
+
+
+SRC = [
+    "el gato duerme en la casa",
+    "mañana lloverá en madrid",
+    "la economía creció un tres por ciento",
+    "el presidente visitó barcelona",
+    "los niños juegan al fútbol",
+]
+TGT = [
+    "president visited barcelona",
+    "children play football",
+    "the cat sleeps in the house",
+    "the economy grew three percent",
+    "tomorrow it will rain in madrid",
+    "stock markets fell sharply",
+]
+
+
+def test_mine_texts_sharded_equals_unsharded(tmp_path):
+    model = TrigramEmbedder(dim=512)
+    cfg = MineConfig(threshold=-math.inf, block_size=2)
+    one = mine_texts(model, SRC, TGT, cfg)
+    three = mine_texts(
+        model, SRC, TGT, MineConfig(threshold=-math.inf, n_shards=3, block_size=2), tmp_path
+    )
+    assert [(i, j) for _, i, j in one] == [(i, j) for _, i, j in three]
+    np.testing.assert_allclose([s for s, _, _ in one], [s for s, _, _ in three], rtol=1e-5)
+    assert list(tmp_path.iterdir()) == []  # temporary shards removed
+    assert {(1, 4), (3, 0)} <= {(i, j) for _, i, j in one}  # "madrid", "barcelona" share trigrams
+    # more shards than sentences: empty shards are embedded and reduced like the others
+    tiny = mine_texts(model, SRC[:2], TGT[:3], MineConfig(threshold=-math.inf, n_shards=4))
+    assert tiny == mine_texts(model, SRC[:2], TGT[:3], MineConfig(threshold=-math.inf))
+
+
+def test_mine_files_outputs_and_resume(tmp_path):
+    src, tgt = tmp_path / "src.txt", tmp_path / "tgt.txt.gz"
+    src.write_text("\n".join(SRC) + "\n")
+    with gzip.open(tgt, "wt") as f:
+        f.write("\n".join(TGT) + "\n")
+    model = TrigramEmbedder(dim=512)
+    cfg = MineConfig(margin="ratio", threshold=1.0, n_shards=2, block_size=2)
+    out = tmp_path / "out" / "es-en.tsv.gz"
+    stats = mine_files(model, src, tgt, cfg, out, tmp_path / "work")
+    rows = [line.split("\t") for line in gzip.open(out, "rt").read().splitlines()]
+    scores = [float(r[0]) for r in rows]
+    assert scores == sorted(scores, reverse=True) and min(scores) >= 1.0
+    assert len(rows) == stats["kept"] > 0
+    assert all(r[1] in SRC and r[2] in TGT for r in rows)
+    saved = json.loads((tmp_path / "out" / "es-en.stats.json").read_text())
+    assert saved["n_src"] == 5 and saved["n_tgt"] == 6 and saved["threshold"] == 1.0
+    assert set(saved["timings_s"]) == {"embed", "knn", "score_and_write"}
+    assert (tmp_path / "out" / "es-en.histogram.png").read_bytes()[:4] == b"\x89PNG"
+    calls = model.calls
+    mine_files(model, src, tgt, cfg, out, tmp_path / "work")  # resumes: nothing re-embedded
+    assert model.calls == calls
+    with pytest.raises(InputError, match="manifest.json"):
+        mine_files(model, src, tgt, MineConfig(k=2), out, tmp_path / "work")
+
+
+def test_bucc_on_real_data_with_trigram_model(shared_data, tmp_path):
+    from psp.mine.bucc import BuccData, run_bucc
+
+    data = BuccData(n_distractors=1500, max_gold=300)
+    results = run_bucc(TrigramEmbedder(dim=1024), shared_data, tmp_path, MineConfig(), data)
+    saved = json.loads((tmp_path / "bucc.json").read_text())
+    assert saved["test"]["gold"] == results["test"]["gold"] == 300
+    assert saved["dev"]["n_src"] >= 1700 and saved["dev"]["threshold"] == saved["test"]["threshold"]
+    # surface trigrams find the es-en pairs sharing names and numbers, far above chance (~0)
+    assert results["test"]["f1"] > 0.2
+    assert (tmp_path / "pr_curve.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,71 @@
+"""BUCC-style evaluation: task construction and precision/recall/F1 on constructed cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from psp.mine.bucc import (
+    best_threshold,
+    build_bucc_task,
+    evaluate_at,
+    plot_pr_curves,
+    precision_recall_curve,
+)
+
+GOLD = {(0, 0), (1, 1), (2, 2)}
+SCORES = np.array([0.6, 0.9, 0.7, 0.8])  # unsorted on purpose
+SRC = np.array([3, 0, 1, 1])
+TGT = np.array([3, 0, 1, 2])
+
+
+def test_precision_recall_curve_by_hand():
+    curve = precision_recall_curve(SCORES, SRC, TGT, GOLD)
+    np.testing.assert_allclose(curve.thresholds, [0.9, 0.8, 0.7, 0.6])
+    np.testing.assert_allclose(curve.precision, [1, 1 / 2, 2 / 3, 1 / 2])
+    np.testing.assert_allclose(curve.recall, [1 / 3, 1 / 3, 2 / 3, 2 / 3])
+    np.testing.assert_allclose(curve.f1, [1 / 2, 2 / 5, 2 / 3, 4 / 7])
+    assert best_threshold(curve) == pytest.approx((0.7, 2 / 3))
+
+
+def test_ties_are_kept_or_dropped_together():
+    curve = precision_recall_curve(
+        np.array([0.5, 0.5, 0.2]), np.array([0, 5, 1]), np.array([0, 5, 1]), GOLD
+    )
+    np.testing.assert_allclose(curve.thresholds, [0.5, 0.2])
+    np.testing.assert_allclose(curve.precision, [1 / 2, 2 / 3])
+
+
+def test_evaluate_at_threshold():
+    result = evaluate_at(SCORES, SRC, TGT, GOLD, 0.7)
+    assert result["mined"] == 3 and result["gold"] == 3
+    assert result["precision"] == pytest.approx(2 / 3)
+    assert result["recall"] == pytest.approx(2 / 3)
+    assert result["f1"] == pytest.approx(2 / 3)
+    assert evaluate_at(SCORES, SRC, TGT, GOLD, 0.95)["f1"] == 0.0
+
+
+def test_build_bucc_task_hides_gold_among_deduped_distractors():
+    gold_src = ["uno", "dos", "uno", "tres"]  # the second "uno" pair is not one-to-one: dropped
+    gold_tgt = ["one", "two", "one again", "three"]
+    src, tgt, gold = build_bucc_task(
+        gold_src, gold_tgt, ["cuatro", "dos", "cuatro", "cinco"], ["four", "three", "six"], seed=1
+    )
+    assert sorted(src) == ["cinco", "cuatro", "dos", "tres", "uno"]
+    assert sorted(tgt) == ["four", "one", "six", "three", "two"]
+    assert {(src[i], tgt[j]) for i, j in gold} == {
+        ("uno", "one"),
+        ("dos", "two"),
+        ("tres", "three"),
+    }
+    again = build_bucc_task(
+        gold_src, gold_tgt, ["cuatro", "dos", "cuatro", "cinco"], ["four", "three", "six"], seed=1
+    )
+    assert again == (src, tgt, gold)
+
+
+def test_pr_plot_is_written(tmp_path):
+    curve = precision_recall_curve(SCORES, SRC, TGT, GOLD)
+    mark = {"threshold": 0.7, **evaluate_at(SCORES, SRC, TGT, GOLD, 0.7)}
+    out = plot_pr_curves({"dev": curve}, {"dev": mark}, tmp_path / "pr.png")
+    assert out.read_bytes()[:4] == b"\x89PNG"
