@@ -12,24 +12,13 @@ import re
 from pathlib import Path
 
 from psp.corpora import corpus_files
+from psp.evaluate.sts17 import STS17_COLUMNS
 from psp.sources import SOURCES
 
 # Evaluation data every eval job reads (STS 2012-16, STS Benchmark, SemEval-2017, Tatoeba).
 EVAL_SOURCE_IDS = ("sts/en", "sts/stsb", "sts/sts17", "tatoeba")
 ALL_SOURCE_IDS = tuple(sorted(SOURCES))
 MIRROR_TOPS = ("bitext", "mono", "paraphrase", "sts", "tatoeba")
-
-# SemEval-2017 track → the languages of its two columns (see the data mirror's SOURCES.md).
-STS17_LANGUAGES = {
-    "ar-ar": ("ar", "ar"),
-    "ar-en": ("en", "ar"),
-    "es-es": ("es", "es"),
-    "es-en": ("es", "en"),
-    "es-en-WMT": ("en", "es"),
-    "en-en": ("en", "en"),
-    "tr-en": ("en", "tr"),
-}
-
 
 class ConfigError(ValueError):
     """A configuration that validates against the schema but does not make sense."""
@@ -95,7 +84,7 @@ def eval_plan(evaluation: dict, languages: list[str] | None) -> dict:
 
     return {
         "sts": bool(evaluation["sts"]) and covers(["en"]),
-        "sts17": [t for t in evaluation["sts17"] if covers(STS17_LANGUAGES[t])],
+        "sts17": [t for t in evaluation["sts17"] if covers(STS17_COLUMNS[t])],
         "tatoeba": [lang for lang in evaluation["tatoeba"] if covers([lang]) and lang != "en"],
     }
 
