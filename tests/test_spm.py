@@ -1,0 +1,167 @@
+"""SentencePiece training and PieceEncoder: the one tokenisation path of training and inference."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import itertools
+import random
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+
+import psp.spm
+from psp.io import InputError
+from psp.spm import PieceEncoder, iter_pair_lines, train_spm, train_spm_from_pairs
+
+
+def synthetic_sentences(n: int, seed: int = 0, letters: str = "abcdefghijklmnop") -> list[str]:
+    """Mixed-case sentences over a small made-up vocabulary (fast to train on, nothing unknown)."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choices(letters, k=rng.randint(2, 8))) for _ in range(300)]
+    return [
+        " ".join(
+            w.capitalize() if rng.random() < 0.2 else w
+            for w in rng.choices(words, k=rng.randint(3, 15))
+        )
+        + f" {i}."
+        for i in range(n)
+    ]
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("spm") / "tiny.model"
+    return train_spm(synthetic_sentences(2000), path, vocab_size=200)
+
+
+def reference_encode(model, sentences, max_pieces=None):
+    """One sentence at a time, in plain Python: what ``PieceEncoder.encode`` must reproduce."""
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    out = []
+    for sentence in sentences:
+        ids = [i for i in sp.encode(sentence.lower(), out_type=int) if i != sp.unk_id()]
+        ids = ids[:max_pieces] if max_pieces else ids
+        out.append(ids or [sp.unk_id()])
+    return out
+
+
+def split(ids, offsets):
+    assert ids.dtype == np.int32 and offsets.dtype == np.int64
+    assert offsets[0] == 0 and offsets[-1] == len(ids)
+    return [ids[a:b].tolist() for a, b in itertools.pairwise(offsets)]
+
+
+TRICKY = [
+    "",
+    "   ",
+    "日本語",  # only unknown characters: one piece of '▁' may survive, or nothing
+    "Hello 日本 World ñ",
+    "ABC abc",
+    "abcdefgh " * 40,
+    "x",
+]
+
+
+def test_train_spm_ids_and_soft_vocab_limit(tiny_model, tmp_path):
+    enc = PieceEncoder(tiny_model)
+    assert enc.unk_id == 0 and enc.pieces()[0] == "<unk>"
+    assert enc.vocab_size == 200
+    assert not {"<s>", "</s>", "<pad>"} & set(enc.pieces())
+    assert all(p == p.lower() for p in enc.pieces()[1:]), "trained on lowercased text"
+    # a vocabulary the data cannot support shrinks instead of failing
+    small = train_spm(synthetic_sentences(200), tmp_path / "small.model", vocab_size=5000)
+    assert 50 < PieceEncoder(small).vocab_size < 5000
+
+
+def test_train_spm_same_seed_same_model(tmp_path):
+    sentences = synthetic_sentences(1500, seed=3)
+    kwargs = dict(vocab_size=150, input_sentence_size=500, seed=7)
+    a = train_spm(sentences, tmp_path / "a.model", **kwargs).read_bytes()
+    b = train_spm(sentences, tmp_path / "b.model", **kwargs).read_bytes()
+    assert a == b
+
+
+def test_train_spm_failure_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError):
+        train_spm(iter([]), tmp_path / "empty.model", vocab_size=100)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("batch", [8192, 7])
+def test_encode_matches_reference(tiny_model, monkeypatch, batch):
+    monkeypatch.setattr(psp.spm, "_ENCODE_BATCH", batch)  # 7: results joined across SP calls
+    sentences = synthetic_sentences(300, seed=1) + TRICKY
+    for max_pieces in (None, 5):
+        enc = PieceEncoder(tiny_model, max_pieces=max_pieces)
+        ids, offsets = enc.encode(sentences, num_threads=1)
+        assert len(offsets) == len(sentences) + 1
+        assert split(ids, offsets) == reference_encode(tiny_model, sentences, max_pieces)
+
+
+def test_encode_edge_cases(tiny_model):
+    enc = PieceEncoder(tiny_model)
+    ids, offsets = enc.encode([])
+    assert ids.shape == (0,) and offsets.tolist() == [0]
+    ids, offsets = enc.encode(["", "   "])
+    assert split(ids, offsets) == [[enc.unk_id], [enc.unk_id]]
+    with pytest.raises(TypeError):
+        enc.encode("a single string")
+    with pytest.raises(ValueError):
+        PieceEncoder(tiny_model, max_pieces=0)
+
+
+def test_encode_lowercase_threads_and_model_bytes(tiny_model):
+    sentences = synthetic_sentences(500, seed=2)
+    by_path = PieceEncoder(tiny_model)
+    by_bytes = PieceEncoder(tiny_model.read_bytes())
+    assert by_path.sha256 == by_bytes.sha256 == hashlib.sha256(tiny_model.read_bytes()).hexdigest()
+    assert by_bytes.model_bytes == tiny_model.read_bytes()
+    one = by_path.encode(sentences, num_threads=1)
+    two = by_bytes.encode(sentences, num_threads=2)
+    assert all(np.array_equal(x, y) for x, y in zip(one, two, strict=True))
+    upper = [s.upper() for s in sentences]
+    assert split(*by_path.encode(upper)) == split(*one)
+    cased = PieceEncoder(tiny_model, lowercase=False)
+    assert split(*cased.encode([s.lower() for s in upper])) == split(*one)
+    assert split(*cased.encode(upper)) != split(*one)
+
+
+def test_train_from_pairs_uses_both_sides(tmp_path):
+    src = synthetic_sentences(800, seed=4, letters="abcdefgh")
+    tgt = synthetic_sentences(800, seed=5, letters="stuvwxyz")
+    pairs = tmp_path / "pairs.tsv.gz"
+    with gzip.open(pairs, "wt") as handle:
+        handle.writelines(f"{s}\t{t}\n" for s, t in zip(src, tgt, strict=True))
+    model = train_spm_from_pairs(
+        pairs, tmp_path / "pairs.model", vocab_size=150, character_coverage=1.0
+    )
+    enc = PieceEncoder(model)
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    for side in (src, tgt):
+        pieces = sp.encode([s.lower() for s in side[:50]], out_type=int)
+        assert all(enc.unk_id not in p for p in pieces), "both alphabets are covered"
+
+
+@pytest.mark.parametrize("line", ["no tab here", "one\ttwo\tthree"])
+def test_pair_lines_need_exactly_one_tab(tmp_path, line):
+    path = tmp_path / "bad.tsv"
+    path.write_text(f"a\tb\nc\td\n{line}\ne\tf\n")
+    with pytest.raises(InputError, match=r"bad\.tsv:3: "):
+        list(iter_pair_lines(path))
+    with pytest.raises(InputError, match=r"bad\.tsv:3: "):
+        train_spm_from_pairs(path, tmp_path / "bad.model", vocab_size=50)
+    assert not (tmp_path / "bad.model").exists()
+
+
+def test_encode_real_english(shared_data, tmp_path):
+    """News English through a model trained on real es-en text: same ids as the reference loop."""
+    with gzip.open(shared_data / "mono/en/wmt-newstest-en.txt.gz", "rt") as handle:
+        english = [line.rstrip("\n") for line in itertools.islice(handle, 3000)]
+    model = train_spm(english[:2000], tmp_path / "en.model", vocab_size=2000)
+    held_out = english[2000:]
+    enc = PieceEncoder(model, max_pieces=40)
+    ids, offsets = enc.encode(held_out, num_threads=2)
+    assert split(ids, offsets) == reference_encode(model, held_out, max_pieces=40)
+    assert 10 < len(ids) / len(held_out) <= 40
