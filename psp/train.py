@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -679,3 +680,31 @@ def _check_resume(cfg: TrainConfig, old: TrainConfig, fixed: dict, old_fixed: di
                 f"{where}: cannot resume, {name}={old_fixed.get(name)!r} in the checkpoint "
                 f"but {value!r} now"
             )
+
+
+def has_checkpoint(
+    work_dir: str | os.PathLike, cfg: TrainConfig, h5_path: str | os.PathLike
+) -> bool:
+    """Whether ``work_dir`` holds a checkpoint that ``train(..., resume=True)`` can continue.
+
+    A checkpoint of another run (different data, SentencePiece model or fixed hyperparameters)
+    cannot be continued; it is removed with a warning so that a workflow rerun after a changed
+    config starts clean instead of failing, while a crashed run of the same config resumes.
+    """
+    from psp.hdf5 import PairReader
+
+    ckpt = Checkpointer(Path(work_dir))
+    if not ckpt.meta.exists():
+        return False
+    meta = json.loads(ckpt.meta.read_text())
+    with PairReader(h5_path) as reader:
+        attrs = reader.attrs
+        fixed = {"spm_sha256": attrs["spm_sha256"], "n_pairs": len(reader)}
+    old_fixed = {key: meta["fixed"].get(key) for key in fixed}
+    try:
+        _check_resume(cfg, TrainConfig.from_dict(meta["config"]), fixed, old_fixed, ckpt.meta)
+    except InputError as err:
+        log.warning("%s; starting from scratch", err)
+        shutil.rmtree(ckpt.dir)
+        return False
+    return True
