@@ -1,12 +1,15 @@
 # psp-mine: train P-SP sentence embeddings and mine bitext with Faiss.
 # Table of contents only; all Python lives in rules/common.smk.
 
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# The default config sits next to this file, so `--directory elsewhere` still finds it.
+configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 report: "report/workflow.rst"
@@ -25,7 +28,7 @@ include: "rules/targets.smk"
 
 
 rule all:
+    default_target: True
     input:
         get_final_output(),
-    default_target: True
     localrule: True

@@ -248,7 +248,9 @@ class PSPModel(nn.Module):
             sentences = [sentences]
         n = len(sentences)
         if out is None:
-            out = np.empty((n, self.dim), dtype=np.float32)
+            # torch's allocator, not numpy's: numpy asks for transparent huge pages on large
+            # arrays, and their first touch measured 2.5 s against 0.3 s for 465 MB here.
+            out = torch.empty((n, self.dim), dtype=torch.float32).numpy()
         elif out.shape != (n, self.dim) or out.dtype.kind != "f":
             raise ValueError(
                 f"out must be a float array of shape {(n, self.dim)}, got {out.shape} {out.dtype}"

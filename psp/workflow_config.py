@@ -13,6 +13,7 @@ from pathlib import Path
 
 from psp.corpora import corpus_files
 from psp.evaluate.sts17 import STS17_COLUMNS
+from psp.evaluate.tatoeba import tatoeba_code
 from psp.sources import SOURCES
 
 # Evaluation data every eval job reads (STS 2012-16, STS Benchmark, SemEval-2017, Tatoeba).
@@ -87,6 +88,19 @@ def eval_plan(evaluation: dict, languages: list[str] | None) -> dict:
         "sts17": [t for t in evaluation["sts17"] if covers(STS17_COLUMNS[t])],
         "tatoeba": [lang for lang in evaluation["tatoeba"] if covers([lang]) and lang != "en"],
     }
+
+
+def eval_files(root: Path, plan: dict) -> list[Path]:
+    """The evaluation files an eval plan (see :func:`eval_plan`) reads from a mirror."""
+    files = []
+    if plan["sts"]:
+        files += [root / out for ref in ("sts/en", "sts/stsb") for out in SOURCES[ref].outputs]
+    if plan["sts17"]:
+        files += [root / "sts" / "sts17" / f"{track}.tsv" for track in plan["sts17"]]
+    for lang in plan["tatoeba"]:
+        code = tatoeba_code(lang)[1]
+        files += [root / "tatoeba" / f"tatoeba.{code}-eng.{side}" for side in (code, "eng")]
+    return files
 
 
 def check_references(config: dict) -> None:

@@ -8,7 +8,6 @@ from snakemake.utils import validate
 from psp import workflow_config as wc
 from psp.evaluate.peers import spec_label
 
-
 validate(config, schema="../configs/config.schema.yaml", set_default=True)
 
 MIRROR = config["mirror"]
@@ -61,6 +60,8 @@ def get_corpus_inputs(wildcards):
 
 
 def get_eval_data_inputs(wildcards):
+    if MIRROR:
+        return [str(path) for path in wc.eval_files(DATA_ROOT, get_eval_params(wildcards))]
     return [path for ref in wc.EVAL_SOURCE_IDS for path in data_files(ref)]
 
 
@@ -89,7 +90,9 @@ def get_filter_params(wildcards):
 
 def get_eval_params(wildcards):
     """Tracks and Tatoeba languages the model covers; peers are evaluated on everything configured."""
-    languages = MODELS[wildcards.model]["languages"] if "model" in wildcards.keys() else None
+    languages = (
+        MODELS[wildcards.model]["languages"] if "model" in wildcards.keys() else None
+    )
     return wc.eval_plan(config["evaluation"], languages) | {"data_root": str(DATA_ROOT)}
 
 
@@ -102,7 +105,11 @@ def mine_dir(pair):
 
 def get_mine_text_inputs(wildcards):
     refs = MINE_PAIRS[wildcards.pair][wildcards.side]
-    return [path for ref in refs for path in (data_files(ref) if wc.is_mirror_ref(ref) else [ref])]
+    return [
+        path
+        for ref in refs
+        for path in (data_files(ref) if wc.is_mirror_ref(ref) else [ref])
+    ]
 
 
 def get_mine_text_params(wildcards):
@@ -120,7 +127,10 @@ def get_mine_params(wildcards):
     spec = MINE_PAIRS[wildcards.pair]
     index = {key: spec[key] for key in ("ivf_min_size", "nlist", "nprobe")}
     keys = ("k", "margin", "retrieval", "threshold", "float16")
-    return {key: spec[key] for key in keys} | {"n_shards": spec["shards"], "index": index}
+    return {key: spec[key] for key in keys} | {
+        "n_shards": spec["shards"],
+        "index": index,
+    }
 
 
 def get_mine_model(wildcards):
@@ -143,7 +153,12 @@ def get_knn_parts(wildcards):
 
 def get_bucc_inputs(wildcards):
     spec = BUCC_PAIRS[wildcards.bucc]
-    refs = [spec["dev"], spec["test"], *spec["distractors"]["src"], *spec["distractors"]["tgt"]]
+    refs = [
+        spec["dev"],
+        spec["test"],
+        *spec["distractors"]["src"],
+        *spec["distractors"]["tgt"],
+    ]
     langs = wildcards.bucc.split("-")
     return {
         "model": list(model_files(f"results/models/{spec['model']}").values()),
@@ -163,8 +178,12 @@ def get_bucc_params(wildcards):
             "test_gold": spec["test"],
             "src_lang": src,
             "tgt_lang": tgt,
-            "src_distractors": [wc.relative_text_file(r) for r in spec["distractors"]["src"]],
-            "tgt_distractors": [wc.relative_text_file(r) for r in spec["distractors"]["tgt"]],
+            "src_distractors": [
+                wc.relative_text_file(r) for r in spec["distractors"]["src"]
+            ],
+            "tgt_distractors": [
+                wc.relative_text_file(r) for r in spec["distractors"]["tgt"]
+            ],
             "n_distractors": spec["max_distractors"],
         },
         "mine": {key: mine[key] for key in ("k", "margin", "retrieval") if key in mine},
@@ -179,12 +198,18 @@ def get_model_outputs(model):
 
 
 def get_eval_outputs(model):
-    return [f"results/eval/{model}/tables.md", f"results/eval/untrained/{model}/tables.md"]
+    return [
+        f"results/eval/{model}/tables.md",
+        f"results/eval/untrained/{model}/tables.md",
+    ]
 
 
 def get_mine_outputs(pair):
     model = MINE_PAIRS[pair]["model"]
-    return [f"results/mine/{model}/{pair}.tsv.gz", f"results/mine/{model}/{pair}.stats.json"]
+    return [
+        f"results/mine/{model}/{pair}.tsv.gz",
+        f"results/mine/{model}/{pair}.stats.json",
+    ]
 
 
 def get_report_inputs():

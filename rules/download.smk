@@ -7,13 +7,13 @@ rule fetch_source:
         manifest="results/sources/.manifests/{source}.json",
     log:
         "results/logs/fetch_source/{source}.log",
+    conda:
+        "../envs/psp.yaml"
+    resources:
+        downloads=1,
     params:
         source="{source}",
         root="results/sources",
         downloads="results/downloads",
-    resources:
-        downloads=1,
-    conda:
-        "../envs/psp.yaml"
     script:
         "../workflow_scripts/fetch_source.py"

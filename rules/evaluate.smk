@@ -18,14 +18,14 @@ rule evaluate_model:
         "results/logs/evaluate_model/{model}.log",
     benchmark:
         "results/benchmarks/evaluate_model/{model}.tsv"
-    params:
-        plan=get_eval_params,
-        embedder="psp:results/models/{model}",
+    conda:
+        "../envs/psp.yaml"
     threads: 2
     resources:
         mem_mb=4000,
-    conda:
-        "../envs/psp.yaml"
+    params:
+        plan=get_eval_params,
+        embedder="psp:results/models/{model}",
     script:
         "../workflow_scripts/evaluate.py"
 

@@ -11,13 +11,15 @@ rule encode_hdf5:
         "results/logs/encode_hdf5/{model}.log",
     benchmark:
         "results/benchmarks/encode_hdf5/{model}.tsv"
-    params:
-        languages=lambda wildcards: MODELS[wildcards.model]["languages"],
-        max_pieces=lambda wildcards: MODELS[wildcards.model].get("train", {}).get("max_pieces"),
+    conda:
+        "../envs/psp.yaml"
     threads: 2
     resources:
         mem_mb=2000,
-    conda:
-        "../envs/psp.yaml"
+    params:
+        languages=lambda wildcards: MODELS[wildcards.model]["languages"],
+        max_pieces=lambda wildcards: MODELS[wildcards.model]
+        .get("train", {})
+        .get("max_pieces"),
     script:
         "../workflow_scripts/encode_hdf5.py"

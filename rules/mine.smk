@@ -11,11 +11,11 @@ rule mine_text:
         stats="results/mine/work/{pair}/{side}.filter_stats.json",
     log:
         "results/logs/mine_text/{pair}.{side}.log",
-    params:
-        job=get_mine_text_params,
-    threads: 2
     conda:
         "../envs/psp.yaml"
+    threads: 2
+    params:
+        job=get_mine_text_params,
     script:
         "../workflow_scripts/mine_text.py"
 
@@ -30,14 +30,14 @@ rule embed_shard:
         "results/logs/embed_shard/{pair}.{side}.{shard}.log",
     benchmark:
         "results/benchmarks/embed_shard/{pair}.{side}.{shard}.tsv"
-    params:
-        shards=get_shard_count,
-        float16=lambda wildcards: MINE_PAIRS[wildcards.pair]["float16"],
+    conda:
+        "../envs/psp.yaml"
     threads: 2
     resources:
         mem_mb=4000,
-    conda:
-        "../envs/psp.yaml"
+    params:
+        shards=get_shard_count,
+        float16=lambda wildcards: MINE_PAIRS[wildcards.pair]["float16"],
     script:
         "../workflow_scripts/embed_shard.py"
 
@@ -54,14 +54,14 @@ rule knn_shard_pair:
         "results/logs/knn_shard_pair/{pair}.{qshard}.{dshard}.log",
     benchmark:
         "results/benchmarks/knn_shard_pair/{pair}.{qshard}.{dshard}.tsv"
-    params:
-        shards=get_shard_count,
-        mine=get_mine_params,
+    conda:
+        "../envs/psp.yaml"
     threads: 2
     resources:
         mem_mb=8000,
-    conda:
-        "../envs/psp.yaml"
+    params:
+        shards=get_shard_count,
+        mine=get_mine_params,
     script:
         "../workflow_scripts/knn_shard_pair.py"
 
@@ -84,13 +84,13 @@ rule score_mined:
         "results/logs/score_mined/{model}.{pair}.log",
     benchmark:
         "results/benchmarks/score_mined/{model}.{pair}.tsv"
-    params:
-        mine=get_mine_params,
+    conda:
+        "../envs/psp.yaml"
     threads: 2
     resources:
         mem_mb=4000,
-    conda:
-        "../envs/psp.yaml"
+    params:
+        mine=get_mine_params,
     script:
         "../workflow_scripts/score_mined.py"
 
@@ -110,12 +110,12 @@ rule evaluate_bucc:
         "results/logs/evaluate_bucc/{bucc}.log",
     benchmark:
         "results/benchmarks/evaluate_bucc/{bucc}.tsv"
-    params:
-        job=get_bucc_params,
+    conda:
+        "../envs/psp.yaml"
     threads: 2
     resources:
         mem_mb=4000,
-    conda:
-        "../envs/psp.yaml"
+    params:
+        job=get_bucc_params,
     script:
         "../workflow_scripts/evaluate_bucc.py"

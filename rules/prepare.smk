@@ -11,12 +11,12 @@ rule filter_pairs:
         "results/logs/filter_pairs/{model}.log",
     benchmark:
         "results/benchmarks/filter_pairs/{model}.tsv"
-    params:
-        job=get_filter_params,
+    conda:
+        "../envs/psp.yaml"
     threads: 2
     resources:
         mem_mb=2000,
-    conda:
-        "../envs/psp.yaml"
+    params:
+        job=get_filter_params,
     script:
         "../workflow_scripts/filter_pairs.py"

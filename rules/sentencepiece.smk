@@ -10,12 +10,12 @@ rule train_sentencepiece:
         "results/logs/train_sentencepiece/{model}.log",
     benchmark:
         "results/benchmarks/train_sentencepiece/{model}.tsv"
-    params:
-        spm=lambda wildcards: MODELS[wildcards.model].get("spm", {}),
+    conda:
+        "../envs/psp.yaml"
     threads: 2
     resources:
         mem_mb=4000,
-    conda:
-        "../envs/psp.yaml"
+    params:
+        spm=lambda wildcards: MODELS[wildcards.model].get("spm", {}),
     script:
         "../workflow_scripts/train_sentencepiece.py"

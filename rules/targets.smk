@@ -5,10 +5,10 @@ for _model in MODELS:
     rule:
         name:
             rule_name("prepare", _model)
+        default_target: False
         input:
             f"results/hdf5/{_model}.h5",
         localrule: True
-        default_target: False
 
     rule:
         name:

@@ -20,15 +20,15 @@ rule train_model:
         "results/logs/train_model/{model}.log",
     benchmark:
         "results/benchmarks/train_model/{model}.tsv"
+    conda:
+        "../envs/psp.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
     params:
         train=lambda wildcards: MODELS[wildcards.model].get("train", {}),
         work_dir="results/train/{model}",
         data_root=str(DATA_ROOT),
-    threads: 2
-    resources:
-        mem_mb=4000,
-    conda:
-        "../envs/psp.yaml"
     script:
         "../workflow_scripts/train_model.py"
 
@@ -40,10 +40,10 @@ rule init_untrained:
         **model_files("results/models/untrained/{model}"),
     log:
         "results/logs/init_untrained/{model}.log",
+    conda:
+        "../envs/psp.yaml"
     params:
         train=lambda wildcards: MODELS[wildcards.model].get("train", {}),
         languages=lambda wildcards: MODELS[wildcards.model]["languages"],
-    conda:
-        "../envs/psp.yaml"
     script:
         "../workflow_scripts/init_untrained.py"

@@ -11,8 +11,9 @@ from .conftest import REPO, run_snakemake, write_config
 PAPER_LANGUAGES = ["ar", "de", "es", "fr", "ru", "tr", "zh"]
 
 
-def dry_run(workdir, *args) -> str:
-    proc = run_snakemake(["-n", "--quiet", "rules", *args], workdir)
+def dry_run(workdir, target, *options) -> str:
+    """Dry-run ``target``; options (``--config``, ``--configfile`` take several values) go last."""
+    proc = run_snakemake([target, "-n", *options], workdir)
     return proc.stdout + proc.stderr
 
 
@@ -27,14 +28,11 @@ def job_counts(text: str) -> dict[str, int]:
 
 
 def test_paper_config_builds_the_complete_dag(tmp_path):
-    out = dry_run(tmp_path, "--configfile", str(REPO / "configs/paper.yaml"), "all")
-    counts = job_counts(out)
+    listing = dry_run(tmp_path, "all", "--configfile", str(REPO / "configs/paper.yaml"))
+    counts = job_counts(listing)
     assert counts["train_model"] == 1 + len(PAPER_LANGUAGES)
     assert counts["evaluate_model"] == 1 + len(PAPER_LANGUAGES)
     # every language's OPUS corpora are fetched, without a mirror, from their upstream URLs
-    listing = run_snakemake(
-        ["-n", "--configfile", str(REPO / "configs/paper.yaml"), "all"], tmp_path
-    ).stdout
     for lang in PAPER_LANGUAGES:
         assert f"results/models/{lang}-en/embeddings.safetensors" in listing
         assert f"results/sources/.manifests/bitext/{lang}-en/OpenSubtitles2018.json" in listing
@@ -50,7 +48,7 @@ def test_slurm_profile_splits_mining_into_shard_jobs(tmp_path, mirror_slice):
     cfg = tmp_path / "big.yaml"
     cfg.write_text(yaml.safe_dump(config))
     out = dry_run(
-        tmp_path, "--profile", str(REPO / "profiles/slurm"), "--configfile", str(cfg), "mine_es_en"
+        tmp_path, "mine_es_en", "--profile", str(REPO / "profiles/slurm"), "--configfile", str(cfg)
     )
     counts = job_counts(out)
     assert counts["embed_shard"] == 2 * 40
@@ -66,7 +64,7 @@ def test_default_config_targets(tmp_path, mirror_slice):
 
 def test_config_typo_is_named(tmp_path):
     cfg = write_config(tmp_path / "bad.yaml", REPO / "config.yaml", mirorr="x")
-    proc = run_snakemake(["-n", "--configfile", str(cfg), "all"], tmp_path, check=False)
+    proc = run_snakemake(["all", "-n", "--configfile", str(cfg)], tmp_path, check=False)
     assert proc.returncode != 0
     assert "mirorr" in proc.stderr + proc.stdout
 
@@ -76,6 +74,6 @@ def test_config_wrong_type_is_named(tmp_path):
     config["mining"]["es-en"]["shards"] = "two"
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    proc = run_snakemake(["-n", "--configfile", str(cfg), "all"], tmp_path, check=False)
+    proc = run_snakemake(["all", "-n", "--configfile", str(cfg)], tmp_path, check=False)
     assert proc.returncode != 0
     assert "shards" in proc.stderr + proc.stdout

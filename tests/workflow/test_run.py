@@ -1,0 +1,112 @@
+"""Real runs of the workflow on a slice of the data mirror: every rule executes, end to end."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import h5py
+import pytest
+import yaml
+
+import psp
+
+from .conftest import REPO, run_snakemake
+
+
+def tiny_config(mirror) -> dict:
+    """The default config, shrunk so the whole DAG runs in a minute or two on 2 cores."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["mirror"] = str(mirror)
+    for spec in config["models"].values():
+        spec["spm"] = {"vocab_size": 600}
+        spec["train"] = {"dim": 48, "epochs": 2, "batch_size": 32, "megabatch_size": 4, "anneal": 5}
+    config["evaluation"] = {
+        "sts": True,
+        "sts17": ["es-es", "es-en", "en-en"],
+        "tatoeba": ["es"],
+        "peers": [],
+    }
+    config["bucc"]["es-en"]["max_distractors"] = 150
+    return config
+
+
+@pytest.fixture(scope="module")
+def finished_run(mirror_slice, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("run")
+    cfg = workdir / "config.yaml"
+    cfg.write_text(yaml.safe_dump(tiny_config(mirror_slice)))
+    run_snakemake(["all", "--cores", "2", "--configfile", str(cfg)], workdir)
+    return workdir
+
+
+def test_data_stage_outputs_agree(finished_run):
+    for model in ("en", "es-en"):
+        stats = json.loads((finished_run / f"results/data/{model}/filter_stats.json").read_text())
+        assert stats["kept"] + sum(stats["removed"].values()) == stats["lines_in"] > 0
+        with gzip.open(finished_run / f"results/data/{model}/pairs.tsv.gz", "rt") as handle:
+            lines = handle.read().splitlines()
+        assert len(lines) == stats["kept"]
+        assert all(line.count("\t") == 1 and line == line.lower() for line in lines)
+        with h5py.File(finished_run / f"results/hdf5/{model}.h5") as h5:
+            assert h5.attrs["n_pairs"] == stats["kept"]
+            assert h5["src/offsets"].shape == (stats["kept"] + 1,)
+
+
+def test_models_load_and_embed(finished_run):
+    model = psp.load(finished_run / "results/models/es-en")
+    emb = model.embed(["Hola mundo.", "Hello world."])
+    assert emb.shape == (2, 48) and emb.dtype.name == "float32"
+    log = (finished_run / "results/train/es-en/train_log.tsv").read_text()
+    assert log.startswith("event\tstep")
+    assert (finished_run / "results/train/es-en/learning_curve.png").stat().st_size > 0
+
+
+def test_evaluation_tables(finished_run):
+    for prefix in ("results/eval/es-en", "results/eval/untrained/es-en", "results/eval/en"):
+        tables = (finished_run / prefix / "tables.md").read_text()
+        assert "STS12" in tables
+        metrics = json.loads((finished_run / prefix / "metrics.json").read_text())["metrics"]
+        assert any(key.startswith("tatoeba") for key in metrics) == ("es-en" in prefix)
+
+
+def test_mining_outputs(finished_run):
+    mined = finished_run / "results/mine/es-en/es-en.tsv.gz"
+    with gzip.open(mined, "rt") as handle:
+        scores = [float(line.split("\t")[0]) for line in handle]
+    stats = json.loads(mined.with_name("es-en.stats.json").read_text())
+    assert scores == sorted(scores, reverse=True)
+    assert len(scores) == stats["kept"]
+    assert all(score >= stats["threshold"] for score in scores)
+    assert not list((finished_run / "results/mine/work/es-en/emb").glob("*.npy")), "temp shards"
+    bucc = json.loads((finished_run / "results/bucc/es-en/bucc.json").read_text())
+    assert 0.0 <= bucc["test"]["f1"] <= 1.0
+
+
+def test_report_gathers_everything(finished_run):
+    report = (finished_run / "results/report.md").read_text()
+    for heading in ("## Evaluation", "## Training", "## Mining", "## Mining quality"):
+        assert heading in report
+    assert "untrained es-en (floor)" in report
+
+
+def test_mismatched_bitext_fails_cleanly(mirror_slice, tmp_path):
+    """Sides of different lengths: an error naming both files, and no output left behind."""
+    mirror = tmp_path / "mirror"
+    (mirror / "bitext/es-en").mkdir(parents=True)
+    for corpus in ("wmt-newstest", "un-v1.0-dev-test"):
+        for lang in ("es", "en"):
+            name = f"bitext/es-en/{corpus}.{lang}.gz"
+            lines = gzip.open(mirror_slice / name, "rt").read().splitlines()
+            if corpus == "un-v1.0-dev-test" and lang == "en":
+                lines = lines[:-3]
+            with gzip.open(mirror / name, "wt") as handle:
+                handle.write("\n".join(lines) + "\n")
+    proc = run_snakemake(
+        ["prepare_es_en", "--cores", "1", "--config", f"mirror={mirror}"], tmp_path, check=False
+    )
+    assert proc.returncode != 0
+    log = (tmp_path / "results/logs/filter_pairs/es-en.log").read_text()
+    assert "un-v1.0-dev-test.es.gz" in log and "un-v1.0-dev-test.en.gz" in log
+    assert not (tmp_path / "results/data/es-en/pairs.tsv.gz").exists()
+    assert not list((tmp_path / "results/data/es-en").glob(".*tmp"))
