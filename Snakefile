@@ -16,6 +16,21 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+
+
+# Wildcards only match configured names (see rules/common.smk for the tables).
+wildcard_constraints:
+    model=_alternatives(MODELS),
+    pair=_alternatives(MINE_PAIRS),
+    bucc=_alternatives(BUCC_PAIRS),
+    peer=_alternatives(PEERS),
+    side="src|tgt",
+    shard=r"\d+",
+    qshard=r"\d+",
+    dshard=r"\d+",
+    source=_alternatives(wc.ALL_SOURCE_IDS),
+
+
 include: "rules/download.smk"
 include: "rules/prepare.smk"
 include: "rules/sentencepiece.smk"

@@ -14,9 +14,20 @@ code is the same for both and gradient clipping sees exactly the same norm.
 
 from __future__ import annotations
 
-import math
-
 import torch
+
+
+def put_rows(table: torch.Tensor, rows: torch.Tensor, values: torch.Tensor) -> None:
+    """``table[rows] = values`` for unique ``rows``.
+
+    On the CPU, NumPy's fancy assignment copies whole rows and runs about twice as fast as
+    ``index_copy_`` (1.7 vs 3.0 ms for 3.2k rows of 1024 floats), which matters at three
+    write-backs per step.
+    """
+    if table.device.type == "cpu":
+        table.numpy()[rows.numpy()] = values.numpy()
+    else:
+        table.index_copy_(0, rows, values)
 
 
 class LazyAdam:
@@ -48,18 +59,45 @@ class LazyAdam:
         self.steps = 0
 
     @torch.no_grad()
-    def step(self, rows: torch.Tensor, grad: torch.Tensor) -> None:
-        """Apply one update; ``rows`` must be unique, ``grad`` is ``(len(rows), dim)``."""
-        beta1, beta2 = self.betas
+    def step(
+        self, rows: torch.Tensor, grad: torch.Tensor, values: torch.Tensor | None = None
+    ) -> None:
+        """Apply one update; ``rows`` must be unique, ``grad`` is ``(len(rows), dim)``.
+
+        ``values``, if given, must be a fresh copy of ``weight[rows]`` (the trainer gathers it
+        for the forward pass anyway); it is updated in place and saves one gather.
+
+        The update is one pass of ``torch._fused_adam_`` (the kernel behind
+        ``torch.optim.Adam(fused=True)``) over the gathered rows and their moments, instead of
+        a dozen elementwise passes: at a few thousand rows of 1024 floats the update is bound
+        by memory traffic, so the number of passes is its cost.
+        """
         self.steps += 1
-        m = self.exp_avg.index_select(0, rows).lerp_(grad, 1 - beta1)
-        v = self.exp_avg_sq.index_select(0, rows).mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        self.exp_avg.index_copy_(0, rows, m)
-        self.exp_avg_sq.index_copy_(0, rows, v)
-        bias1 = 1 - beta1**self.steps
-        bias2 = 1 - beta2**self.steps
-        denom = v.sqrt_().div_(math.sqrt(bias2)).add_(self.eps)
-        self.weight.index_add_(0, rows, m.div_(denom), alpha=-self.lr / bias1)
+        param = self.weight.index_select(0, rows) if values is None else values
+        exp_avg = self.exp_avg.index_select(0, rows)
+        exp_avg_sq = self.exp_avg_sq.index_select(0, rows)
+        step = torch.tensor(float(self.steps), device=self.weight.device)
+        torch._fused_adam_(
+            [param],
+            [grad],
+            [exp_avg],
+            [exp_avg_sq],
+            [],
+            [step],
+            lr=self.lr,
+            beta1=self.betas[0],
+            beta2=self.betas[1],
+            weight_decay=0.0,
+            eps=self.eps,
+            amsgrad=False,
+            maximize=False,
+        )
+        for full, part in (
+            (self.weight, param),
+            (self.exp_avg, exp_avg),
+            (self.exp_avg_sq, exp_avg_sq),
+        ):
+            put_rows(full, rows, part)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         return {

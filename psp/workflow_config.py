@@ -21,6 +21,7 @@ EVAL_SOURCE_IDS = ("sts/en", "sts/stsb", "sts/sts17", "tatoeba")
 ALL_SOURCE_IDS = tuple(sorted(SOURCES))
 MIRROR_TOPS = ("bitext", "mono", "paraphrase", "sts", "tatoeba")
 
+
 class ConfigError(ValueError):
     """A configuration that validates against the schema but does not make sense."""
 

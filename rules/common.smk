@@ -23,20 +23,8 @@ def _alternatives(names):
     return "|".join(re.escape(name) for name in names) or "__none__"
 
 
-wildcard_constraints:
-    model=_alternatives(MODELS),
-    pair=_alternatives(MINE_PAIRS),
-    bucc=_alternatives(BUCC_PAIRS),
-    peer=_alternatives(PEERS),
-    side="src|tgt",
-    shard=r"\d+",
-    qshard=r"\d+",
-    dshard=r"\d+",
-    source=_alternatives(wc.ALL_SOURCE_IDS),
-
-
 def rule_name(prefix, name):
-    """Target rule names are identifiers: `prepare_es_en` for model `es-en`."""
+    """Target names are identifiers, so `es-en` becomes `prepare_es_en`."""
     return f"{prefix}_{name.replace('-', '_')}"
 
 
@@ -61,7 +49,9 @@ def get_corpus_inputs(wildcards):
 
 def get_eval_data_inputs(wildcards):
     if MIRROR:
-        return [str(path) for path in wc.eval_files(DATA_ROOT, get_eval_params(wildcards))]
+        return [
+            str(path) for path in wc.eval_files(DATA_ROOT, get_eval_params(wildcards))
+        ]
     return [path for ref in wc.EVAL_SOURCE_IDS for path in data_files(ref)]
 
 

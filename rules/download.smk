@@ -13,7 +13,9 @@ rule fetch_source:
         downloads=1,
     params:
         source="{source}",
-        root="results/sources",
-        downloads="results/downloads",
+        root=lambda wildcards, output: output.manifest.split("/.manifests/")[0],
+        downloads=lambda wildcards, output: os.path.join(
+            os.path.dirname(output.manifest.split("/.manifests/")[0]), "downloads"
+        ),
     script:
         "../workflow_scripts/fetch_source.py"
