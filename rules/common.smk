@@ -1,5 +1,6 @@
 # Configuration, derived tables and input functions. The only .smk file with Python functions.
 
+import os
 import re
 from pathlib import Path
 
@@ -36,6 +37,18 @@ def data_files(ref, languages=None):
     if MIRROR:
         return [str(path) for path in wc.mirror_files(DATA_ROOT, ref, languages)]
     return [f"results/sources/.manifests/{wc.source_of(ref)}.json"]
+
+
+def get_source_root(wildcards, output):
+    """Where imported sources go: the folder above the manifests of `fetch_source`."""
+    return output.manifest.split("/.manifests/")[0]
+
+
+def get_download_root(wildcards, output):
+    """Raw downloads sit beside the imported sources (`results/downloads`)."""
+    return os.path.join(
+        os.path.dirname(get_source_root(wildcards, output)), "downloads"
+    )
 
 
 def get_corpus_inputs(wildcards):

@@ -13,9 +13,7 @@ rule fetch_source:
         downloads=1,
     params:
         source="{source}",
-        root=lambda wildcards, output: output.manifest.split("/.manifests/")[0],
-        downloads=lambda wildcards, output: os.path.join(
-            os.path.dirname(output.manifest.split("/.manifests/")[0]), "downloads"
-        ),
+        root=get_source_root,
+        downloads=get_download_root,
     script:
         "../workflow_scripts/fetch_source.py"
