@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 
@@ -26,3 +27,18 @@ def shared_data() -> Path:
     if path is None:
         pytest.skip("shared data mirror not found (set PSP_SHARED_DATA)")
     return path
+
+
+@pytest.fixture(scope="session")
+def news(shared_data) -> list[str]:
+    """The first 3,000 English news sentences of the mirror (real text for small models)."""
+    with gzip.open(shared_data / "mono" / "en" / "wmt-newstest-en.txt.gz", "rt") as handle:
+        return [next(handle).rstrip("\n") for _ in range(3000)]
+
+
+@pytest.fixture(scope="session")
+def spm_path(news, tmp_path_factory) -> Path:
+    """A 500-piece SentencePiece model trained on :func:`news`, shared by the model tests."""
+    from psp.spm import train_spm
+
+    return train_spm(news, tmp_path_factory.mktemp("spm") / "en.model", vocab_size=500)

@@ -11,22 +11,14 @@ import pytest
 
 from psp.cli import main
 from psp.model import PSPModel
-from psp.spm import train_spm
 
 DIM = 24
 CLI = [sys.executable, "-c", "import sys; from psp.cli import main; sys.exit(main())"]
 
 
 @pytest.fixture(scope="module")
-def news(shared_data) -> list[str]:
-    with gzip.open(shared_data / "mono" / "en" / "wmt-newstest-en.txt.gz", "rt") as handle:
-        return [next(handle).rstrip("\n") for _ in range(2000)]
-
-
-@pytest.fixture(scope="module")
-def model_dir(news, tmp_path_factory):
+def model_dir(spm_path, tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
-    spm_path = train_spm(news, root / "en.model", vocab_size=500)
     return PSPModel.from_spm(spm_path, DIM, seed=1).save(root / "model")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gzip
 import random
 
 import numpy as np
@@ -15,20 +14,8 @@ import psp
 from psp.cli import main
 from psp.convert import ORIGINAL_UNK, convert_original
 from psp.io import InputError
-from psp.spm import train_spm
 
 DIM = 16
-
-
-@pytest.fixture(scope="module")
-def news(shared_data) -> list[str]:
-    with gzip.open(shared_data / "mono" / "en" / "wmt-newstest-en.txt.gz", "rt") as handle:
-        return [next(handle).rstrip("\n") for _ in range(3000)]
-
-
-@pytest.fixture(scope="module")
-def spm_path(news, tmp_path_factory):
-    return train_spm(news, tmp_path_factory.mktemp("spm") / "en.model", vocab_size=500)
 
 
 @pytest.fixture(scope="module")

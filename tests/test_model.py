@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 
 import numpy as np
@@ -15,17 +14,6 @@ from psp.model import ModelConfig, PSPModel, load
 from psp.spm import PieceEncoder, train_spm
 
 DIM = 32
-
-
-@pytest.fixture(scope="module")
-def news(shared_data) -> list[str]:
-    with gzip.open(shared_data / "mono" / "en" / "wmt-newstest-en.txt.gz", "rt") as handle:
-        return [next(handle).rstrip("\n") for _ in range(3000)]
-
-
-@pytest.fixture(scope="module")
-def spm_path(news, tmp_path_factory):
-    return train_spm(news, tmp_path_factory.mktemp("spm") / "en.model", vocab_size=500)
 
 
 @pytest.fixture(scope="module")
