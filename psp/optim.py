@@ -25,7 +25,7 @@ def put_rows(table: torch.Tensor, rows: torch.Tensor, values: torch.Tensor) -> N
     write-backs per step.
     """
     if table.device.type == "cpu":
-        table.numpy()[rows.numpy()] = values.numpy()
+        table.detach().numpy()[rows.numpy()] = values.detach().numpy()
     else:
         table.index_copy_(0, rows, values)
 
@@ -133,7 +133,10 @@ class DenseAdam:
         self.steps = 0
 
     @torch.no_grad()
-    def step(self, rows: torch.Tensor, grad: torch.Tensor) -> None:
+    def step(
+        self, rows: torch.Tensor, grad: torch.Tensor, values: torch.Tensor | None = None
+    ) -> None:
+        """As :meth:`LazyAdam.step`; ``values`` is accepted for the same call and not needed."""
         full = torch.zeros_like(self.param)
         full.index_copy_(0, rows, grad)
         self.param.grad = full

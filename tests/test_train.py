@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from psp.io import InputError, atomic_open
@@ -16,11 +17,14 @@ from psp.optim import DenseAdam, LazyAdam
 from psp.train import (
     Bags,
     TrainConfig,
+    margin_loss,
     megabatch_size_at,
     mine_negatives,
     pair_metrics,
     plan_megabatches,
+    pool,
     train,
+    unique_rows,
 )
 
 N_TRAIN, N_HELD = 3000, 512
@@ -104,6 +108,67 @@ def test_mined_negative_is_hardest_and_never_own_partner():
     assert torch.equal(neg_src, sims.argmax(dim=0))
 
 
+@pytest.mark.parametrize("block", [1, 7, 64, 500])
+def test_mined_negatives_break_ties_like_argmax(block):
+    # few distinct vectors: many ties, across and inside blocks; argmax takes the first.
+    # Entries in {-1, 0, 1} make every dot product exact whatever the summation order.
+    gen = torch.Generator().manual_seed(3)
+    basis = torch.randint(-1, 2, (4, 8), generator=gen).float()
+    src = basis[torch.randint(0, 4, (97,), generator=gen)]
+    tgt = basis[torch.randint(0, 4, (97,), generator=gen)]
+    neg_tgt, neg_src = mine_negatives(src, tgt, block=block)
+    sims = src @ tgt.T
+    sims.fill_diagonal_(-float("inf"))
+    assert torch.equal(neg_tgt, sims.argmax(dim=1))
+    assert torch.equal(neg_src, sims.argmax(dim=0))
+
+
+def test_pool_gradient_is_embedding_bag_gradient():
+    gen = torch.Generator().manual_seed(4)
+    lengths = torch.tensor([3, 0, 1, 5, 2])  # an empty bag too
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    ids = torch.randint(0, 9, (int(offsets[-1]),), generator=gen)  # rows 9-11 unused
+    table = torch.randn(12, 6, generator=gen, dtype=torch.float64)
+    out_grad = torch.randn(5, 6, generator=gen, dtype=torch.float64)
+    ours, ref = table.clone().requires_grad_(), table.clone().requires_grad_()
+    pool(ours, Bags(ids, offsets)).backward(out_grad)
+    F.embedding_bag(ids, ref, offsets[:-1], mode="mean").backward(out_grad)
+    torch.testing.assert_close(ours.grad, ref.grad)
+    assert torch.autograd.gradcheck(
+        lambda t: pool(t, Bags(ids, offsets)), table.clone().requires_grad_()
+    )
+
+
+def test_margin_loss_and_its_gradient_match_autograd_through_cosine_similarity():
+    gen = torch.Generator().manual_seed(6)
+    # scaled copies: a few hinges inactive, so the gradient's case split is exercised
+    base = torch.randn(16, 5, generator=gen, dtype=torch.float64)
+    inputs = [
+        (base * (1 + k) + 0.7 * torch.randn(16, 5, generator=gen, dtype=torch.float64))
+        .detach()
+        .requires_grad_()
+        for k in range(4)
+    ]
+
+    def reference(s, t, t_neg, s_neg, margin):
+        pos = F.cosine_similarity(s, t)
+        hinge_t = F.relu(margin - pos + F.cosine_similarity(s, t_neg))
+        return (hinge_t + F.relu(margin - pos + F.cosine_similarity(t, s_neg))).mean()
+
+    ours, ref = margin_loss(*inputs, 0.4), reference(*inputs, 0.4)
+    torch.testing.assert_close(ours, ref)
+    for a, b in zip(torch.autograd.grad(ours, inputs), torch.autograd.grad(ref, inputs)):
+        torch.testing.assert_close(a, b)
+    assert torch.autograd.gradcheck(lambda *x: margin_loss(*x, 0.4), inputs)
+
+
+def test_unique_rows_is_torch_unique():
+    ids = torch.tensor([7, 3, 3, 0, 9, 7, 7])
+    rows, local = unique_rows(ids, vocab=12)
+    ref_rows, ref_local = torch.unique(ids, return_inverse=True)
+    assert torch.equal(rows, ref_rows) and torch.equal(local, ref_local)
+
+
 def test_bags_select_gathers_sentences():
     bags = Bags(torch.tensor([1, 2, 3, 4, 5, 6]), torch.tensor([0, 2, 3, 6]))
     picked = bags.select(torch.tensor([2, 0, 2]))
@@ -130,6 +195,20 @@ def test_lazy_adam_is_torch_sparse_adam():
         ref.grad = torch.sparse_coo_tensor(rows[None], grad, (50, 6), check_invariants=True)
         sparse.step()
     torch.testing.assert_close(ours, ref.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_lazy_adam_with_gathered_values_is_the_same_update():
+    gen = torch.Generator().manual_seed(5)
+    table = torch.randn(30, 5, generator=gen)
+    a, b = table.clone(), table.clone()
+    plain, shared = LazyAdam(a, lr=0.01), LazyAdam(b, lr=0.01)
+    for _ in range(4):
+        rows = _random_rows(gen, 30, 9)
+        grad = torch.randn(9, 5, generator=gen)
+        plain.step(rows, grad)
+        shared.step(rows, grad, values=b.index_select(0, rows))
+    assert torch.equal(a, b)
+    assert torch.equal(plain.exp_avg_sq, shared.exp_avg_sq)
 
 
 def test_lazy_equals_dense_adam_when_every_row_has_gradient():
