@@ -616,13 +616,16 @@ def train(
         optimizer.load_state_tensors(tensors)
         generator.set_state(tensors["torch_rng"])
         log.info("resuming from step %d (epoch %d, pair %d)", state.step, state.epoch, state.pos)
-    rows = _read_log(work_dir / "train_log.tsv", state.step) if resume else []
+    # The checkpoint keeps its own copy of the log: a workflow deletes a job's outputs
+    # (work_dir/train_log.tsv among them) before it reruns the job that resumes.
+    rows = _read_log(ckpt.dir / "train_log.tsv", state.step) if resume else []
     metric = getattr(evaluator, "primary_metric", None)
 
     def checkpoint() -> None:
         tensors = {"embedding": table, **optimizer.state_tensors()}
         tensors["torch_rng"] = generator.get_state()
         ckpt.save(state, tensors, {"config": cfg.to_dict(), "fixed": fixed})
+        _write_log(ckpt.dir / "train_log.tsv", rows)
         _write_log(work_dir / "train_log.tsv", rows)
 
     block = cfg.megabatch_size * cfg.batch_size
@@ -704,6 +707,9 @@ def train(
         pool_.shutdown(wait=True)
         bar.close()
         reader.close()
+    # Also when a resumed run had nothing left to do: the log and curve are outputs too.
+    _write_log(work_dir / "train_log.tsv", rows)
+    plot_learning_curve(rows, work_dir / "learning_curve.png", metric)
 
     if cfg.select_best and state.best_epoch is not None and ckpt.best.exists():
         table.copy_(load_file(str(ckpt.best))["embedding"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from psp.optim import DenseAdam, LazyAdam
 from psp.train import (
     Bags,
     TrainConfig,
+    has_checkpoint,
     margin_loss,
     megabatch_size_at,
     mine_negatives,
@@ -288,6 +290,29 @@ def test_interrupted_and_resumed_run_ends_with_identical_parameters(tiny, tmp_pa
     assert 7 <= meta["state"]["step"] < 33  # the resume really replays steps
     resumed = train(cfg, tiny["h5"], tiny["spm"], tmp_path / "b", tmp_path / "wb", resume=True)
     assert torch.equal(weights(resumed), straight)
+
+
+def test_resuming_a_finished_run_rewrites_its_deleted_outputs(tiny, tmp_path):
+    """A workflow deletes a job's outputs before rerunning it (e.g. after a config change that
+    keeps the checkpoint valid); the resumed run has nothing left to train but must export the
+    same model, log and learning curve again."""
+    cfg = tiny_config(epochs=2)
+    first = weights(train(cfg, tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w"))
+    log = (tmp_path / "w" / "train_log.tsv").read_text()
+    shutil.rmtree(tmp_path / "m")
+    for output in ("train_log.tsv", "learning_curve.png"):
+        (tmp_path / "w" / output).unlink()
+    assert has_checkpoint(tmp_path / "w", cfg, tiny["h5"])
+    again = train(cfg, tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w", resume=True)
+    assert torch.equal(weights(again), first)
+    assert (tmp_path / "w" / "train_log.tsv").read_text() == log
+    assert (tmp_path / "w" / "learning_curve.png").stat().st_size > 1000
+
+
+def test_incompatible_checkpoint_is_discarded(tiny, tmp_path):
+    train(tiny_config(max_steps=3), tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w")
+    assert not has_checkpoint(tmp_path / "w", tiny_config(dim=16), tiny["h5"])
+    assert not (tmp_path / "w" / "checkpoints").exists()
 
 
 def test_resume_refuses_another_architecture(tiny, tmp_path):
