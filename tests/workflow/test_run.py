@@ -110,3 +110,12 @@ def test_mismatched_bitext_fails_cleanly(mirror_slice, tmp_path):
     assert "un-v1.0-dev-test.es.gz" in log and "un-v1.0-dev-test.en.gz" in log
     assert not (tmp_path / "results/data/es-en/pairs.tsv.gz").exists()
     assert not list((tmp_path / "results/data/es-en").glob(".*tmp"))
+
+
+def test_html_report_renders(finished_run):
+    run_snakemake(
+        ["--report", "results/report.html", "--configfile", str(finished_run / "config.yaml")],
+        finished_run,
+    )
+    html = (finished_run / "results/report.html").read_text()
+    assert "learning_curve.png" in html and "pr_curve.png" in html
