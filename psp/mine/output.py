@@ -124,8 +124,7 @@ def plot_histogram(
     ax.set_xlabel(f"{stats['margin']} margin score")
     ax.set_ylabel("candidate pairs (log)")
     ax.set_title(
-        f"{Path(stats['src_file']).name} - {Path(stats['tgt_file']).name}: "
-        f"kept {stats['kept']:,} of {stats['candidates']:,} at >= {threshold:g} "
+        f"{Path(out_png).name.split('.')[0]}: kept {stats['kept']:,} of {stats['candidates']:,} at >= {threshold:g} "
         f"({stats['retrieval']}, k={stats['k']})",
         fontsize=9,
     )
