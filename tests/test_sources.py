@@ -35,6 +35,7 @@ from psp.sources import (
     import_tatoeba,
     resolve,
 )
+from psp.sources.importers import _selection_sampler
 
 # ---------------------------------------------------------------------------------------------
 # A small file server with HTTP Range support and scripted misbehaviour
@@ -345,7 +346,7 @@ def test_opus_zip_cap_samples_aligned_pairs_in_order(tmp_path):
 def test_selection_sampler_is_exact_and_uniform():
     counts = [0] * 10
     for seed in range(3000):
-        take = sources._selection_sampler(10, 3, seed)
+        take = _selection_sampler(10, 3, seed)
         picks = [i for i in range(10) if take()]
         assert len(picks) == 3
         for i in picks:
