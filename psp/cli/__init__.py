@@ -16,7 +16,10 @@ COMMANDS = ["embed", "score", "convert", "train", "evaluate", "mine", "data"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="psp", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="psp",
+        description="P-SP sentence embeddings: embed, score, train, evaluate, mine bitext.",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
