@@ -11,23 +11,12 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Literal
 
 from tqdm import tqdm
 
 from psp.sources.registry import Source, SourceError, _mirror_only_message
 
 log = logging.getLogger(__name__)
-
-Format = Literal[
-    "opus-moses-zip",
-    "paranmt-tsv",
-    "senteval-sts-zip",
-    "stsb-tar",
-    "semeval2017-zip",
-    "laser-tatoeba",
-    "github-raw",
-]
 
 
 class DownloadError(RuntimeError):

@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import zip_longest
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO
 
 from tqdm import tqdm
 
@@ -29,16 +29,6 @@ from psp.sources.registry import (
 )
 
 log = logging.getLogger(__name__)
-
-Format = Literal[
-    "opus-moses-zip",
-    "paranmt-tsv",
-    "senteval-sts-zip",
-    "stsb-tar",
-    "semeval2017-zip",
-    "laser-tatoeba",
-    "github-raw",
-]
 
 
 # --------------------------------------------------------------------------------------------
