@@ -8,13 +8,15 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from psp.corpora import RawPair, iter_pairs, iter_sentences
 from psp.filters import FilterConfig, filter_pairs, filter_sentences
-from psp.io import InputError
+from psp.io import InputError, iter_lines
+from psp.mine.plan import ShardPlan, write_sharded_text
 
 log = logging.getLogger(__name__)
 
@@ -91,3 +93,28 @@ def prepare_sentences(
         )
     log.info("kept %d of %d %s lines", stats["kept"], stats["lines_in"], lang)
     return stats
+
+
+def prepare_mining_side(
+    data_root: str | os.PathLike | None,
+    refs: Sequence[str],
+    lang: str,
+    filters: dict[str, Any],
+    n_shards: int,
+    out_text: str | os.PathLike,
+    out_plan: str | os.PathLike,
+    out_stats: str | os.PathLike,
+    workers: int = 1,
+) -> ShardPlan:
+    """One side of a mining run: filtered sentences as a sharded text plus its shard plan.
+
+    Exactly ``n_shards`` shards, as the workflow's DAG expects (with fewer lines than shards some
+    are empty, and their jobs are trivial).
+    """
+    out_text = Path(out_text)
+    out_text.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".mine_text.", dir=out_text.parent) as tmp:
+        filtered = Path(tmp) / "filtered.txt.gz"
+        stats = prepare_sentences(data_root, refs, lang, filters, filtered, out_stats, workers)
+        lines = (line for _, line in iter_lines(filtered))
+        return write_sharded_text(lines, stats["kept"], n_shards, out_text, out_plan)

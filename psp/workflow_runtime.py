@@ -9,12 +9,32 @@ import logging
 import os
 import sys
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def limit_threads(threads: int) -> None:
+    """Cap every thread pool of this process at ``threads``: torch, Faiss, BLAS, SentencePiece.
+
+    By the time a rule script runs, Snakemake has imported numpy and the script has imported psp
+    (torch, Faiss), so the ``*_NUM_THREADS`` variables come too late for the pools already
+    created: each library is told directly. The variables are still set, for child processes.
+    SentencePiece follows torch (``psp.model`` encodes with ``torch.get_num_threads()`` threads).
+    On a shared cluster node this is what keeps a job within the cores it was given.
+    """
+    threads = max(1, int(threads))
+    for var in THREAD_VARIABLES:
+        os.environ[var] = str(threads)
+    import faiss
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(threads)
+    faiss.omp_set_num_threads(threads)
+    threadpool_limits(threads)
+
 
 def setup(smk) -> None:
-    """Route stderr and logging to ``smk.log[0]`` and limit BLAS/torch/Faiss threads to ``smk.threads``."""
-    threads = max(1, int(getattr(smk, "threads", 1)))
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(threads)
+    """Route stderr and logging to ``smk.log[0]`` and limit all threads to ``smk.threads``."""
     if smk.log:
         stream = open(smk.log[0], "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives for the job
         sys.stderr = stream
@@ -24,8 +44,4 @@ def setup(smk) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
     )
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return
-    torch.set_num_threads(threads)
+    limit_threads(getattr(smk, "threads", 1))

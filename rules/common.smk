@@ -1,6 +1,5 @@
 # Configuration, derived tables and input functions. The only .smk file with Python functions.
 
-import os
 import re
 from pathlib import Path
 
@@ -8,6 +7,8 @@ from snakemake.utils import validate
 
 from psp import workflow_config as wc
 from psp.evaluate.peers import spec_label
+from psp.evaluate.tables import TABLES as EVAL_TABLES
+from psp.sources import SOURCES
 
 validate(config, schema="../configs/config.schema.yaml", set_default=True)
 
@@ -25,47 +26,32 @@ def _alternatives(names):
 
 
 def rule_name(prefix, name):
-    """Target names are identifiers, so `es-en` becomes `prepare_es_en`."""
-    return f"{prefix}_{name.replace('-', '_')}"
+    """Rule names are identifiers, so `es-en` becomes `prepare_es_en`."""
+    identifier = re.sub(r"\W", "_", name)
+    return f"{prefix}_{identifier}"
 
 
 # ---- data sources -------------------------------------------------------------------------
 
 
 def data_files(ref, languages=None):
-    """Input files of a mirror reference: the mirror's own files, or the fetched source's manifest."""
-    if MIRROR:
-        return [str(path) for path in wc.mirror_files(DATA_ROOT, ref, languages)]
-    return [f"results/sources/.manifests/{wc.source_of(ref)}.json"]
-
-
-def get_source_root(wildcards, output):
-    """Where imported sources go: the folder above the manifests of `fetch_source`."""
-    return output.manifest.split("/.manifests/")[0]
-
-
-def get_download_root(wildcards, output):
-    """Raw downloads sit beside the imported sources (`results/downloads`)."""
-    return os.path.join(
-        os.path.dirname(get_source_root(wildcards, output)), "downloads"
-    )
+    """Input files of a mirror reference: the mirror's, or those its `fetch_source_*` rule imports."""
+    if not MIRROR:
+        # A ref that no source provides fails here, with the known ones named.
+        wc.source_of(ref)
+    return [str(path) for path in wc.mirror_files(DATA_ROOT, ref, languages)]
 
 
 def get_corpus_inputs(wildcards):
     spec = MODELS[wildcards.model]
     return [
-        path
-        for corpus in spec["corpora"]
-        for path in data_files(corpus, spec["languages"])
+        str(path)
+        for path in wc.refs_files(DATA_ROOT, spec["corpora"], spec["languages"])
     ]
 
 
 def get_eval_data_inputs(wildcards):
-    if MIRROR:
-        return [
-            str(path) for path in wc.eval_files(DATA_ROOT, get_eval_params(wildcards))
-        ]
-    return [path for ref in wc.EVAL_SOURCE_IDS for path in data_files(ref)]
+    return [str(path) for path in wc.eval_files(DATA_ROOT, get_eval_params(wildcards))]
 
 
 # ---- models -------------------------------------------------------------------------------
@@ -79,6 +65,11 @@ def model_files(prefix):
     }
 
 
+def eval_tables(prefix):
+    """The per-benchmark tables an evaluation writes beside tables.md, which is rendered from them."""
+    return {table: f"{prefix}/{table}.csv" for table in EVAL_TABLES}
+
+
 def get_filter_params(wildcards):
     spec = MODELS[wildcards.model]
     return {
@@ -87,7 +78,6 @@ def get_filter_params(wildcards):
         "languages": spec["languages"],
         "filters": wc.filter_config(spec),
         "max_pairs": spec.get("max_pairs", {}),
-        "data_root": str(DATA_ROOT),
     }
 
 
@@ -96,14 +86,25 @@ def get_eval_params(wildcards):
     languages = (
         MODELS[wildcards.model]["languages"] if "model" in wildcards.keys() else None
     )
-    return wc.eval_plan(config["evaluation"], languages) | {"data_root": str(DATA_ROOT)}
+    return wc.eval_plan(config["evaluation"], languages)
+
+
+def get_peer_inputs(wildcards):
+    """The files a peer embedder loads: a psp model's, an original checkpoint and its
+    SentencePiece model, or a local sentence-transformers folder (a model name is looked up in
+    the sentence-transformers cache instead)."""
+    kind, _, target = PEERS[wildcards.peer].partition(":")
+    if kind == "psp":
+        return model_files(target.rstrip("/"))
+    if kind == "original":
+        ckpt, _, spm = target.rpartition(":")
+        return {"checkpoint": ckpt, "spm": spm}
+    if kind == "st" and Path(target).exists():
+        return {"st_model": target}
+    return {}
 
 
 # ---- mining -------------------------------------------------------------------------------
-
-
-def mine_dir(pair):
-    return f"results/mine/{MINE_PAIRS[pair]['model']}/{pair}"
 
 
 def get_mine_text_inputs(wildcards):
@@ -144,6 +145,23 @@ def get_shard_count(wildcards):
     return MINE_PAIRS[wildcards.pair]["shards"]
 
 
+def get_mine_plans(wildcards):
+    """Both sides' shard plans: row counts and offsets, and whether the pair uses IVF."""
+    return {
+        f"{side}_plan": f"results/mine/work/{wildcards.pair}/{side}.plan.json"
+        for side in ("src", "tgt")
+    }
+
+
+def get_side_shards(wildcards, side):
+    return expand(
+        "results/mine/work/{pair}/emb/{side}.{shard}.npy",
+        pair=wildcards.pair,
+        side=side,
+        shard=range(get_shard_count(wildcards)),
+    )
+
+
 def get_knn_parts(wildcards):
     n = MINE_PAIRS[wildcards.pair]["shards"]
     return expand(
@@ -155,39 +173,20 @@ def get_knn_parts(wildcards):
 
 
 def get_bucc_inputs(wildcards):
+    """The model's files and, in the order of `wc.bucc_refs`, the files of every ref."""
     spec = BUCC_PAIRS[wildcards.bucc]
-    refs = [
-        spec["dev"],
-        spec["test"],
-        *spec["distractors"]["src"],
-        *spec["distractors"]["tgt"],
-    ]
-    langs = wildcards.bucc.split("-")
-    return {
-        "model": list(model_files(f"results/models/{spec['model']}").values()),
-        "data": [path for ref in refs for path in data_files(ref, langs)],
+    data = wc.refs_files(DATA_ROOT, wc.bucc_refs(spec), wildcards.bucc.split("-"))
+    return model_files(f"results/models/{spec['model']}") | {
+        "data": [str(path) for path in data]
     }
 
 
 def get_bucc_params(wildcards):
     spec = BUCC_PAIRS[wildcards.bucc]
     mine = MINE_PAIRS.get(wildcards.bucc, {})
-    src, tgt = wildcards.bucc.split("-")
     return {
-        "model": f"results/models/{spec['model']}",
-        "data_root": str(DATA_ROOT),
-        "data": {
-            "dev_gold": spec["dev"],
-            "test_gold": spec["test"],
-            "src_lang": src,
-            "tgt_lang": tgt,
-            "src_distractors": [
-                wc.relative_text_file(r) for r in spec["distractors"]["src"]
-            ],
-            "tgt_distractors": [
-                wc.relative_text_file(r) for r in spec["distractors"]["tgt"]
-            ],
-            "n_distractors": spec["max_distractors"],
+        "spec": {
+            key: spec[key] for key in ("dev", "test", "distractors", "max_distractors")
         },
         "mine": {key: mine[key] for key in ("k", "margin", "retrieval") if key in mine},
     }
@@ -216,7 +215,14 @@ def get_mine_outputs(pair):
 
 
 def get_report_inputs():
-    """Everything the report gathers, by section."""
+    """Everything the report gathers, by section; psp.report finds the files of the last three
+    keys beside those of the others (an evaluation's tables, a model's and a pair's data).
+    """
+    eval_dirs = [
+        *(f"results/eval/{model}" for model in MODELS),
+        *(f"results/eval/untrained/{model}" for model in MODELS),
+        *(f"results/eval/peers/{peer}" for peer in PEERS),
+    ]
     return {
         "evals": [f"results/eval/{model}/metrics.json" for model in MODELS],
         "floors": [f"results/eval/untrained/{model}/metrics.json" for model in MODELS],
@@ -224,6 +230,9 @@ def get_report_inputs():
         "train_logs": [f"results/train/{model}/train_log.tsv" for model in MODELS],
         "mined": [get_mine_outputs(pair)[1] for pair in MINE_PAIRS],
         "bucc": [f"results/bucc/{pair}/bucc.json" for pair in BUCC_PAIRS],
+        "tables": [path for d in eval_dirs for path in eval_tables(d).values()],
+        "data_stats": [f"results/data/{model}/filter_stats.json" for model in MODELS],
+        "mined_pairs": [get_mine_outputs(pair)[0] for pair in MINE_PAIRS],
     }
 
 

@@ -1,6 +1,7 @@
-# Monolingual text → filtered sentences → embedding shards → shard-pair kNN → margin-scored pairs.
-# Each shard and each shard pair is an independent job, so a 100M-sentence mine is a DAG that a
-# cluster executor spreads out; `score_mined` is the reduce step.
+# Monolingual text → filtered, sharded sentences + shard plan → embedding shards → (IVF index per
+# shard) → shard-pair kNN → margin-scored pairs. Each shard and each shard pair is an independent
+# job that reads only its own slice, so a 100M-sentence mine is a DAG that a cluster executor
+# spreads out; `score_mined` is the reduce step.
 
 
 rule mine_text:
@@ -8,6 +9,7 @@ rule mine_text:
         get_mine_text_inputs,
     output:
         text="results/mine/work/{pair}/{side}.txt.gz",
+        plan="results/mine/work/{pair}/{side}.plan.json",
         stats="results/mine/work/{pair}/{side}.filter_stats.json",
     log:
         "results/logs/mine_text/{pair}.{side}.log",
@@ -16,6 +18,7 @@ rule mine_text:
     threads: 2
     params:
         job=get_mine_text_params,
+        shards=get_shard_count,
     script:
         "../workflow_scripts/mine_text.py"
 
@@ -24,6 +27,7 @@ rule embed_shard:
     input:
         unpack(get_mine_model),
         text="results/mine/work/{pair}/{side}.txt.gz",
+        plan="results/mine/work/{pair}/{side}.plan.json",
     output:
         emb=temp("results/mine/work/{pair}/emb/{side}.{shard}.npy"),
     log:
@@ -36,18 +40,68 @@ rule embed_shard:
     resources:
         mem_mb=4000,
     params:
-        shards=get_shard_count,
         float16=lambda wildcards: MINE_PAIRS[wildcards.pair]["float16"],
     script:
         "../workflow_scripts/embed_shard.py"
 
 
+# IVF indexes, when the pair is large enough (`ivf_min_size`): one quantizer per pair trained on a
+# sample across all shards of both sides, then one index per shard filled once (with its rows'
+# nearest lists) and read by every kNN job of its row or column of the grid. Below the size both
+# rules write empty files: exact search.
+rule train_index:
+    input:
+        unpack(get_mine_plans),
+        src=lambda wildcards: get_side_shards(wildcards, "src"),
+        tgt=lambda wildcards: get_side_shards(wildcards, "tgt"),
+    output:
+        index=temp("results/mine/work/{pair}/index/trained.faiss"),
+    log:
+        "results/logs/train_index/{pair}.log",
+    benchmark:
+        "results/benchmarks/train_index/{pair}.tsv"
+    conda:
+        "../envs/psp.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+    params:
+        index=lambda wildcards: get_mine_params(wildcards)["index"],
+    script:
+        "../workflow_scripts/train_index.py"
+
+
+rule index_shard:
+    input:
+        trained="results/mine/work/{pair}/index/trained.faiss",
+        emb="results/mine/work/{pair}/emb/{side}.{shard}.npy",
+    output:
+        index=temp("results/mine/work/{pair}/index/{side}.{shard}.faiss"),
+        lists=temp("results/mine/work/{pair}/index/{side}.{shard}.lists.npz"),
+    log:
+        "results/logs/index_shard/{pair}.{side}.{shard}.log",
+    benchmark:
+        "results/benchmarks/index_shard/{pair}.{side}.{shard}.tsv"
+    conda:
+        "../envs/psp.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+    params:
+        nprobe=lambda wildcards: get_mine_params(wildcards)["index"]["nprobe"],
+    script:
+        "../workflow_scripts/index_shard.py"
+
+
 rule knn_shard_pair:
     input:
+        unpack(get_mine_plans),
         src="results/mine/work/{pair}/emb/src.{qshard}.npy",
         tgt="results/mine/work/{pair}/emb/tgt.{dshard}.npy",
-        src_text="results/mine/work/{pair}/src.txt.gz",
-        tgt_text="results/mine/work/{pair}/tgt.txt.gz",
+        src_index="results/mine/work/{pair}/index/src.{qshard}.faiss",
+        src_lists="results/mine/work/{pair}/index/src.{qshard}.lists.npz",
+        tgt_index="results/mine/work/{pair}/index/tgt.{dshard}.faiss",
+        tgt_lists="results/mine/work/{pair}/index/tgt.{dshard}.lists.npz",
     output:
         knn=temp("results/mine/work/{pair}/knn/{qshard}.{dshard}.npz"),
     log:
@@ -58,16 +112,16 @@ rule knn_shard_pair:
         "../envs/psp.yaml"
     threads: 2
     resources:
-        mem_mb=8000,
+        mem_mb=4000,
     params:
-        shards=get_shard_count,
-        mine=get_mine_params,
+        k=lambda wildcards: get_mine_params(wildcards)["k"],
     script:
         "../workflow_scripts/knn_shard_pair.py"
 
 
 rule score_mined:
     input:
+        unpack(get_mine_plans),
         knn=get_knn_parts,
         src_text="results/mine/work/{pair}/src.txt.gz",
         tgt_text="results/mine/work/{pair}/tgt.txt.gz",

@@ -1,9 +1,9 @@
-"""Rule embed_shard: one contiguous slice of a side's sentences → L2-normalised embeddings (.npy)."""
+"""Rule embed_shard: one shard of a side's sentences → L2-normalised embeddings (.npy)."""
 
 from pathlib import Path
 
 import psp
-from psp.mine import check_model_languages, embed_shard
+from psp.mine import check_model_languages, embed_shard, load_plan
 from psp.workflow_runtime import setup
 
 setup(snakemake)
@@ -13,8 +13,8 @@ check_model_languages(model, *snakemake.wildcards.pair.split("-"), model_dir)
 embed_shard(
     model,
     snakemake.input.text,
+    load_plan(snakemake.input.plan),
     int(snakemake.wildcards.shard),
-    snakemake.params.shards,
     snakemake.output.emb,
     float16=snakemake.params.float16,
 )

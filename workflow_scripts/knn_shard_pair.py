@@ -1,23 +1,19 @@
 """Rule knn_shard_pair: top-k neighbours both ways between one source and one target shard."""
 
-from psp.mine import IndexConfig, count_lines, knn_shard_pair, shard_bounds
+from psp.mine import knn_shard_pair, load_plan
+from psp.mine.index import indexed_shard
 from psp.workflow_runtime import setup
 
 setup(snakemake)
-mine = snakemake.params.mine
-n = snakemake.params.shards
-src_offset = shard_bounds(count_lines(snakemake.input.src_text), n)[
-    int(snakemake.wildcards.qshard)
-][0]
-tgt_offset = shard_bounds(count_lines(snakemake.input.tgt_text), n)[
-    int(snakemake.wildcards.dshard)
-][0]
 knn_shard_pair(
     snakemake.input.src,
     snakemake.input.tgt,
-    src_offset,
-    tgt_offset,
-    mine["k"],
+    load_plan(snakemake.input.src_plan),
+    load_plan(snakemake.input.tgt_plan),
+    int(snakemake.wildcards.qshard),
+    int(snakemake.wildcards.dshard),
+    snakemake.params.k,
     snakemake.output.knn,
-    index=IndexConfig.from_dict(mine["index"]),
+    src_index=indexed_shard(snakemake.input.src_index, snakemake.input.src_lists),
+    tgt_index=indexed_shard(snakemake.input.tgt_index, snakemake.input.tgt_lists),
 )

@@ -40,18 +40,20 @@ class IndexConfig:
     """
 
     ivf_min_size: int = 100_000
-    factory: str = "IVF{nlist},Flat"
+    factory: str = "IVF{nlist},SQfp16"
     nlist: int | None = None  # None: 4 * sqrt(n), the usual Faiss rule of thumb
     nprobe: int = 16
     train_size: int | None = None  # None: 64 vectors per list, at most n
-    use_gpu: bool | None = None  # None: use Faiss GPU when faiss.get_num_gpus() > 0
     seed: int = 0
 
     def __post_init__(self):
         if self.ivf_min_size < 1 or self.nprobe < 1:
             raise ValueError("IndexConfig: ivf_min_size and nprobe must be >= 1")
-        if "{nlist}" not in self.factory and not self.factory.startswith("Flat"):
-            raise ValueError(f"IndexConfig: factory {self.factory!r} must contain '{{nlist}}'")
+        if not self.factory.startswith("IVF{nlist},"):
+            raise ValueError(
+                f"IndexConfig: factory {self.factory!r} must start with 'IVF{{nlist}},' (an inverted "
+                "file without pre-transform, so list assignments can be shared between shards)"
+            )
 
     def nlist_for(self, n: int) -> int:
         """Number of inverted lists for ``n`` database vectors (never more than n/39, Faiss's minimum)."""

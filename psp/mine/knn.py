@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,7 +25,8 @@ import torch
 from tqdm import tqdm
 
 from psp.io import InputError, atomic_path
-from psp.mine.config import IndexConfig
+from psp.mine.index import IndexedShard, search_assigned
+from psp.mine.plan import ShardPlan
 from psp.mine.shards import open_embeddings, read_rows
 
 log = logging.getLogger(__name__)
@@ -86,24 +86,31 @@ def memory_estimate(ns: int, nt: int, dim: int, k: int, block_size: int) -> floa
 def knn_shard_pair(
     src_npy: str | os.PathLike,
     tgt_npy: str | os.PathLike,
-    src_offset: int,
-    tgt_offset: int,
+    src_plan: ShardPlan,
+    tgt_plan: ShardPlan,
+    src_shard: int,
+    tgt_shard: int,
     k: int,
     out_npz: str | os.PathLike,
     block_size: int = 4096,
-    index: IndexConfig | None = None,
+    src_index: IndexedShard | None = None,
+    tgt_index: IndexedShard | None = None,
 ) -> Path:
     """Top-k both directions between one source and one target shard, written to ``out_npz``.
 
     Args:
         src_npy, tgt_npy: L2-normalised embedding shards (``embed_shard`` outputs), read by block.
-        src_offset, tgt_offset: global row number of each shard's first row; stored ids are global.
+        src_plan, tgt_plan: the sides' shard plans; they give each shard's global offset (stored
+            ids are global) and the row count the shard must have.
+        src_shard, tgt_shard: which shard of each side this is.
         k: neighbours per row.
         out_npz: written atomically with ``fwd_D, fwd_I`` (src rows), ``bwd_D, bwd_I`` (tgt rows),
-            and ``meta`` (JSON: offsets, row counts, k) so the reduce step can check coverage.
+            and ``meta`` (JSON: shard numbers, offsets, row counts, k) for the reduce step.
         block_size: rows per block; peak memory grows with its square (see :func:`memory_estimate`).
-        index: None for exact search; with an :class:`IndexConfig`, a side with at least
-            ``index.ivf_min_size`` rows is indexed with an inverted file and searched approximately.
+        src_index, tgt_index: the two shards' filled IVF indexes with their rows' nearest lists
+            (``psp.mine.index.fill_index``): source rows search the target's index in their own
+            lists, and target rows the source's. ``None`` for both: exact search, one matrix
+            product per block pair serving both directions.
     """
     src, tgt = open_embeddings(src_npy), open_embeddings(tgt_npy)
     if src.shape[1] != tgt.shape[1]:
@@ -111,29 +118,36 @@ def knn_shard_pair(
             f"embedding dimensions differ: {src_npy} has dim {src.shape[1]}, "
             f"{tgt_npy} has dim {tgt.shape[1]}"
         )
+    src_entry, tgt_entry = src_plan.shards[src_shard], tgt_plan.shards[tgt_shard]
+    for path, arr, entry in ((src_npy, src, src_entry), (tgt_npy, tgt, tgt_entry)):
+        if len(arr) != entry.rows:
+            raise InputError(f"{path}: {len(arr)} rows, its shard plan says {entry.rows}")
+    if (src_index is None) != (tgt_index is None):
+        raise ValueError("knn_shard_pair: give both indexes or neither")
     ns, nt, dim = len(src), len(tgt), src.shape[1]
-    log.info(
-        "kNN %s (%d rows) x %s (%d rows), dim %d, k %d: about %.1f MiB working memory",
-        src_npy,
-        ns,
-        tgt_npy,
-        nt,
-        dim,
-        k,
-        memory_estimate(ns, nt, dim, k, block_size) / 2**20,
-    )
     t0 = time.perf_counter()
-    if index is not None and max(ns, nt) >= index.ivf_min_size:
-        from psp.mine.index import build_index, search_index
-
-        fwd = search_index(build_index([tgt_npy], None, index), src, k, block_size)
-        bwd = search_index(build_index([src_npy], None, index), tgt, k, block_size)
+    if src_index is not None:
+        log.info("kNN %s (%d rows) x %s (%d rows) through IVF indexes", src_npy, ns, tgt_npy, nt)
+        fwd = search_assigned(tgt_index.index, src, src_index.lists, src_index.coarse, k)
+        bwd = search_assigned(src_index.index, tgt, tgt_index.lists, tgt_index.coarse, k)
     else:
+        log.info(
+            "exact kNN %s (%d rows) x %s (%d rows), dim %d, k %d: about %.1f MiB working memory",
+            src_npy,
+            ns,
+            tgt_npy,
+            nt,
+            dim,
+            k,
+            memory_estimate(ns, nt, dim, k, block_size) / 2**20,
+        )
         fwd, bwd = knn_both_directions(src, tgt, k, block_size)
     log.info("kNN done in %.1f s", time.perf_counter() - t0)
     meta = {
-        "src_offset": src_offset,
-        "tgt_offset": tgt_offset,
+        "src_shard": src_shard,
+        "tgt_shard": tgt_shard,
+        "src_offset": src_entry.start,
+        "tgt_offset": tgt_entry.start,
         "src_rows": ns,
         "tgt_rows": nt,
         "k": k,
@@ -143,9 +157,9 @@ def knn_shard_pair(
             np.savez(
                 handle,
                 fwd_D=fwd[0],
-                fwd_I=_shift(fwd[1], tgt_offset),
+                fwd_I=_shift(fwd[1], tgt_entry.start),
                 bwd_D=bwd[0],
-                bwd_I=_shift(bwd[1], src_offset),
+                bwd_I=_shift(bwd[1], src_entry.start),
                 meta=np.array(json.dumps(meta)),
             )
     return Path(out_npz)
@@ -181,63 +195,58 @@ def merge_knn(parts: Sequence[KNN], k: int, keep_max: bool = True) -> KNN:
     return dist, ids
 
 
-def read_part(path: str | os.PathLike) -> tuple[dict, KNN, KNN]:
-    """Load a :func:`knn_shard_pair` output: ``(meta, fwd, bwd)``."""
+def read_meta(path: str | os.PathLike) -> dict:
+    """The ``meta`` record of a :func:`knn_shard_pair` output, without loading its arrays."""
     with np.load(path, allow_pickle=False) as z:
-        meta = json.loads(str(z["meta"]))
-        return meta, (z["fwd_D"], z["fwd_I"]), (z["bwd_D"], z["bwd_I"])
+        return json.loads(str(z["meta"]))
 
 
-def reduce_parts(part_paths: Sequence[str | os.PathLike], k: int) -> tuple[KNN, KNN]:
+def read_direction(path: str | os.PathLike, direction: str) -> KNN:
+    """``(dist, ids)`` of one direction (``fwd`` or ``bwd``) of a :func:`knn_shard_pair` output."""
+    with np.load(path, allow_pickle=False) as z:
+        return z[f"{direction}_D"], z[f"{direction}_I"]
+
+
+def reduce_parts(
+    part_paths: Sequence[str | os.PathLike], k: int, src_plan: ShardPlan, tgt_plan: ShardPlan
+) -> tuple[KNN, KNN]:
     """Merge a complete grid of shard-pair results into global ``fwd`` and ``bwd`` top-k.
 
-    Every source shard must have been paired with every target shard, and the shards of each
-    side must tile ``[0, n)`` without gaps; otherwise the error names what is missing.
+    Every source shard of ``src_plan`` must have been paired with every target shard of
+    ``tgt_plan``, each part with the rows its plan promises; otherwise the error names what is
+    missing. Parts are matched by shard number, so empty shards (a text with fewer lines than
+    shards) are no special case. One row (or column) of the grid is in memory at a time, so the
+    reduce holds the merged result and 1/S of the parts, not all S² of them.
     """
-    fwd_parts, bwd_parts = defaultdict(list), defaultdict(list)
+    grid: dict[tuple[int, int], str | os.PathLike] = {}
     for path in part_paths:
-        meta, fwd, bwd = read_part(path)
-        src = (meta["src_offset"], meta["src_rows"])
-        tgt = (meta["tgt_offset"], meta["tgt_rows"])
-        fwd_parts[src].append((tgt, fwd))
-        bwd_parts[tgt].append((src, bwd))
-    return _reduce_side(fwd_parts, bwd_parts, k, "source"), _reduce_side(
-        bwd_parts, fwd_parts, k, "target"
-    )
-
-
-def _reduce_side(parts: dict, other_parts: dict, k: int, side: str) -> KNN:
-    """Shards are keyed by ``(offset, rows)`` so that empty shards (same offset) stay distinct."""
-    expected = sorted(other_parts)
-    D_out, I_out, start = [empty_knn(0, k)[0]], [empty_knn(0, k)[1]], 0
-    for offset, rows in sorted(parts):
-        if offset != start:
+        meta = read_meta(path)
+        key = (meta["src_shard"], meta["tgt_shard"])
+        if key in grid:
+            raise InputError(f"{path}: a second kNN part for shard pair {key}")
+        src_rows = src_plan.shards[key[0]].rows if key[0] < len(src_plan) else None
+        tgt_rows = tgt_plan.shards[key[1]].rows if key[1] < len(tgt_plan) else None
+        if (meta["src_rows"], meta["tgt_rows"]) != (src_rows, tgt_rows):
             raise InputError(
-                f"kNN parts: {side} rows [{start}, {offset}) are not covered by any part"
+                f"{path}: shard pair {key} has {meta['src_rows']} x {meta['tgt_rows']} rows, "
+                f"the shard plans say {src_rows} x {tgt_rows}"
             )
-        got = sorted(o for o, _ in parts[offset, rows])
-        if got != expected:
-            raise InputError(
-                f"kNN parts: {side} shard (offset, rows) = {(offset, rows)} paired with {got}, "
-                f"expected {expected}"
-            )
-        dist, ids = merge_knn(
-            [knn for _, knn in sorted(parts[offset, rows], key=lambda p: p[0])], k
+        grid[key] = path
+    ns, nt = len(src_plan), len(tgt_plan)
+    missing = [(s, t) for s in range(ns) for t in range(nt) if (s, t) not in grid]
+    if missing:
+        raise InputError(
+            f"kNN parts: shard pairs {missing[:10]} are missing ({len(missing)} in all)"
         )
-        D_out.append(dist)
-        I_out.append(ids)
-        start = offset + rows
-    return np.concatenate(D_out), np.concatenate(I_out)
+    fwd = _concat(
+        merge_knn([read_direction(grid[s, t], "fwd") for t in range(nt)], k) for s in range(ns)
+    )
+    bwd = _concat(
+        merge_knn([read_direction(grid[s, t], "bwd") for s in range(ns)], k) for t in range(nt)
+    )
+    return fwd, bwd
 
 
-def save_knn(fwd: KNN, bwd: KNN, out_npz: str | os.PathLike) -> Path:
-    """Write the reduced global kNN (the reduce rule's output) atomically."""
-    with atomic_path(out_npz) as tmp:
-        with open(tmp, "wb") as handle:
-            np.savez(handle, fwd_D=fwd[0], fwd_I=fwd[1], bwd_D=bwd[0], bwd_I=bwd[1])
-    return Path(out_npz)
-
-
-def load_knn(path: str | os.PathLike) -> tuple[KNN, KNN]:
-    with np.load(path, allow_pickle=False) as z:
-        return (z["fwd_D"], z["fwd_I"]), (z["bwd_D"], z["bwd_I"])
+def _concat(parts) -> KNN:
+    dist, ids = zip(*parts, strict=True)
+    return np.concatenate(dist), np.concatenate(ids)

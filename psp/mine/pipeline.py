@@ -1,8 +1,8 @@
 """One-machine mining: the workflow's shard jobs run in sequence in one process.
 
 ``mine_files`` (behind ``psp mine``) and ``mine_texts`` call exactly the functions the workflow
-rules call (``embed_shard``, ``knn_shard_pair``, ``reduce_parts``, ``write_mined``), so the two
-paths cannot drift apart. Shard outputs in ``work_dir`` are atomic, so a rerun resumes by
+rules call (``shard_text_file``, ``embed_shard``, ``train_index``, ``fill_index``,
+``knn_shard_pair``, ``reduce_parts``, ``write_mined``), so the two paths cannot drift apart. Shard outputs in ``work_dir`` are atomic, so a rerun resumes by
 skipping the ones already there; ``manifest.json`` guards against resuming someone else's run.
 """
 
@@ -20,10 +20,12 @@ from pathlib import Path
 
 from psp.io import InputError, atomic_open
 from psp.mine.config import MineConfig
+from psp.mine.index import fill_index, indexed_shard, train_index, uses_ivf
 from psp.mine.knn import KNN, knn_shard_pair, reduce_parts
 from psp.mine.margin import score_pairs
 from psp.mine.output import write_mined
-from psp.mine.shards import count_lines, embed_shard, shard_bounds
+from psp.mine.plan import ShardPlan, load_plan, shard_text_file
+from psp.mine.shards import embed_shard
 
 log = logging.getLogger(__name__)
 
@@ -45,27 +47,61 @@ def check_model_languages(model, src: str, tgt: str, model_path: str | os.PathLi
         )
 
 
-def embed_corpus(model, text_path, cfg: MineConfig, out_dir: Path, name: str) -> list[Path]:
-    """Embed every shard of one corpus (skipping shards already on disk)."""
+def prepare_side(text_path, cfg: MineConfig, work_dir: Path, name: str) -> tuple[Path, ShardPlan]:
+    """The side's text re-written as a sharded text with its plan (kept in ``work_dir``)."""
+    text, plan_path = work_dir / f"{name}.txt.gz", work_dir / f"{name}.plan.json"
+    if plan_path.exists():
+        return text, load_plan(plan_path)
+    return text, shard_text_file(text_path, cfg.n_shards, text, plan_path)
+
+
+def embed_side(model, text: Path, plan: ShardPlan, cfg: MineConfig, work_dir: Path, name: str):
+    """Embed every shard of one side (skipping shards already on disk)."""
     paths = []
-    for shard in range(cfg.n_shards):
-        path = out_dir / f"{name}.{shard:04d}.npy"
+    for shard in range(len(plan)):
+        path = work_dir / f"{name}.{shard:04d}.npy"
         if not path.exists():
-            embed_shard(model, text_path, shard, cfg.n_shards, path, cfg.batch_size, cfg.float16)
+            embed_shard(model, text, plan, shard, path, cfg.batch_size, cfg.float16)
         paths.append(path)
     return paths
+
+
+def index_pair(
+    src_shards: Sequence[Path], tgt_shards: Sequence[Path], cfg: MineConfig, work_dir: Path
+) -> dict[str, list[tuple[Path, Path]]]:
+    """Train one IVF quantizer on a sample of both sides, then fill an index per shard.
+
+    Returns, per side, each shard's ``(index, lists)`` files.
+    """
+    trained = work_dir / "trained.faiss"
+    if not trained.exists():
+        train_index(src_shards, tgt_shards, cfg.index, trained)
+    files = {}
+    for name, shards in (("src", src_shards), ("tgt", tgt_shards)):
+        files[name] = []
+        for shard, npy in enumerate(shards):
+            index, lists = (
+                work_dir / f"{name}.{shard:04d}.faiss",
+                work_dir / f"{name}.{shard:04d}.lists.npz",
+            )
+            if not lists.exists():
+                fill_index(trained, npy, index, lists, cfg.index.nprobe)
+            files[name].append((index, lists))
+    return files
 
 
 def run_knn(
     src_shards: Sequence[Path],
     tgt_shards: Sequence[Path],
-    n_src: int,
-    n_tgt: int,
+    src_plan: ShardPlan,
+    tgt_plan: ShardPlan,
     cfg: MineConfig,
     out_dir: Path,
 ) -> tuple[KNN, KNN]:
     """All shard pairs (skipping parts already on disk), reduced to global fwd/bwd kNN."""
-    src_bounds, tgt_bounds = shard_bounds(n_src, cfg.n_shards), shard_bounds(n_tgt, cfg.n_shards)
+    indexes = None
+    if uses_ivf(src_plan.n_lines, tgt_plan.n_lines, cfg.index):
+        indexes = index_pair(src_shards, tgt_shards, cfg, out_dir)
     parts = []
     for s, src_npy in enumerate(src_shards):
         for t, tgt_npy in enumerate(tgt_shards):
@@ -74,15 +110,18 @@ def run_knn(
                 knn_shard_pair(
                     src_npy,
                     tgt_npy,
-                    src_bounds[s][0],
-                    tgt_bounds[t][0],
+                    src_plan,
+                    tgt_plan,
+                    s,
+                    t,
                     cfg.k,
                     part,
                     cfg.block_size,
-                    cfg.index,
+                    indexed_shard(*indexes["src"][s]) if indexes else None,
+                    indexed_shard(*indexes["tgt"][t]) if indexes else None,
                 )
             parts.append(part)
-    return reduce_parts(parts, cfg.k)
+    return reduce_parts(parts, cfg.k, src_plan, tgt_plan)
 
 
 def _identity(path) -> dict:
@@ -114,25 +153,24 @@ def knn_for_files(
     """
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
-    for path, n in ((src_path, n_src), (tgt_path, n_tgt)):
-        if n == 0:
-            raise InputError(f"{path}: empty corpus (no lines to mine)")
     manifest = {
         "src_file": _identity(src_path),
         "tgt_file": _identity(tgt_path),
-        "n_src": n_src,
-        "n_tgt": n_tgt,
         "model": model_id,
         **{key: getattr(cfg, key) for key in ("k", "n_shards", "float16")},
         "index": dataclasses.asdict(cfg.index) if cfg.index else None,
     }
     _check_manifest(work_dir, manifest)
     t0 = time.perf_counter()
-    src_shards = embed_corpus(model, src_path, cfg, work_dir, "src")
-    tgt_shards = embed_corpus(model, tgt_path, cfg, work_dir, "tgt")
+    src_text, src_plan = prepare_side(src_path, cfg, work_dir, "src")
+    tgt_text, tgt_plan = prepare_side(tgt_path, cfg, work_dir, "tgt")
+    for path, plan in ((src_path, src_plan), (tgt_path, tgt_plan)):
+        if plan.n_lines == 0:
+            raise InputError(f"{path}: empty corpus (no lines to mine)")
+    src_shards = embed_side(model, src_text, src_plan, cfg, work_dir, "src")
+    tgt_shards = embed_side(model, tgt_text, tgt_plan, cfg, work_dir, "tgt")
     t1 = time.perf_counter()
-    fwd, bwd = run_knn(src_shards, tgt_shards, n_src, n_tgt, cfg, work_dir)
+    fwd, bwd = run_knn(src_shards, tgt_shards, src_plan, tgt_plan, cfg, work_dir)
     return fwd, bwd, {"embed": t1 - t0, "knn": time.perf_counter() - t1}
 
 

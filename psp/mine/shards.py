@@ -1,51 +1,24 @@
-"""Split a text file into line shards and embed one shard into a memory-mappable ``.npy``.
+"""Embed one shard of a sharded text into a ``.npy``, and read such shards back block by block.
 
-One shard is one workflow job: the file is read as a stream, embedded ``batch_size`` lines at a
-time and appended to the ``.npy`` after its header (the shape is known from the line count), so
-memory stays bounded whatever the corpus size. The array appears under its final name only once complete (``psp.io.atomic_path``).
+One shard is one workflow job: its gzip member (found through the shard plan) is decompressed as
+a stream, embedded ``batch_size`` lines at a time and appended to the ``.npy`` after its header
+(the shape comes from the plan), so memory stays bounded whatever the corpus size. The array
+appears under its final name only once complete (``psp.io.atomic_path``).
 """
 
 from __future__ import annotations
 
-import gzip
 import logging
 import os
-import zlib
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from psp.io import InputError, atomic_path, iter_lines, open_binary
+from psp.io import InputError, atomic_path
+from psp.mine.plan import ShardPlan, read_shard_lines
 
 log = logging.getLogger(__name__)
-
-
-def count_lines(path: str | os.PathLike) -> int:
-    """Number of lines of a plain or gzipped text file (a last line without newline counts)."""
-    n, last = 0, b"\n"
-    try:
-        with open_binary(path) as handle:
-            while chunk := handle.read(1 << 20):
-                n += chunk.count(b"\n")
-                last = chunk[-1:]
-    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
-        raise InputError(f"{path}: corrupt or truncated compressed file: {err}") from err
-    return n + (last != b"\n")
-
-
-def shard_bounds(n_lines: int, n_shards: int) -> list[tuple[int, int]]:
-    """Contiguous ``[start, stop)`` line ranges whose sizes differ by at most one.
-
-    More shards than lines gives empty shards rather than an error, so a workflow with a fixed
-    shard count still runs on a tiny corpus.
-    """
-    if n_lines < 0 or n_shards < 1:
-        raise ValueError(
-            f"shard_bounds: need n_lines >= 0 and n_shards >= 1, got {n_lines}, {n_shards}"
-        )
-    edges = [n_lines * s // n_shards for s in range(n_shards + 1)]
-    return list(zip(edges[:-1], edges[1:], strict=True))
 
 
 def model_dim(model) -> int:
@@ -66,60 +39,59 @@ def normalize_rows(x: np.ndarray) -> np.ndarray:
 def embed_shard(
     model,
     text_path: str | os.PathLike,
+    plan: ShardPlan,
     shard: int,
-    n_shards: int,
     out_npy: str | os.PathLike,
     batch_size: int = 8192,
     float16: bool = False,
 ) -> Path:
-    """Embed lines ``shard_bounds(count_lines(text_path), n_shards)[shard]`` into ``out_npy``.
+    """Embed the lines of ``plan.shards[shard]`` of ``text_path`` into ``out_npy``.
 
     Args:
         model: anything with ``embed(list[str], batch_size=...) -> np.ndarray`` (a ``psp.load``
             model); its rows are L2-normalised here so inner product is cosine downstream.
-        text_path: UTF-8 text, one sentence per line, plain or ``.gz``.
-        shard, n_shards: which contiguous slice of the file this job embeds.
-        out_npy: written atomically; shape ``(stop - start, dim)``, float32 (float16 if asked).
+        text_path: a sharded text (:func:`psp.mine.plan.write_sharded_text`); only this shard's
+            gzip member is read.
+        plan: the text's shard plan.
+        out_npy: written atomically; shape ``(rows, dim)``, float32 (float16 if asked). An empty
+            shard gives a ``(0, dim)`` array.
 
-    Returns the output path. An empty input file is an :class:`InputError` naming it.
+    Returns the output path.
     """
-    if not 0 <= shard < n_shards:
-        raise ValueError(f"embed_shard: shard {shard} outside [0, {n_shards})")
-    n_lines = count_lines(text_path)
-    if n_lines == 0:
-        raise InputError(f"{text_path}: empty corpus (no lines to embed)")
-    start, stop = shard_bounds(n_lines, n_shards)[shard]
+    entry = plan.shards[shard]
     dim = model_dim(model)
     dtype = np.float16 if float16 else np.float32
     log.info(
         "embedding %s lines [%d, %d) -> %s (%.1f MiB)",
         text_path,
-        start,
-        stop,
+        entry.start,
+        entry.stop,
         out_npy,
-        (stop - start) * dim * np.dtype(dtype).itemsize / 2**20,
+        entry.rows * dim * np.dtype(dtype).itemsize / 2**20,
     )
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False}
     with atomic_path(out_npy) as tmp, open(tmp, "wb") as out:
-        np.lib.format.write_array_header_1_0(out, {**header, "shape": (stop - start, dim)})
-        row, batch = 0, []
-        progress = tqdm(total=stop - start, desc=f"embed shard {shard}", unit="line", disable=None)
-        for lineno, text in iter_lines(text_path):
-            if lineno <= start:
-                continue
-            if lineno > stop:
-                break
-            batch.append(text)
-            if len(batch) == batch_size or lineno == stop:
-                emb = _embed_batch(model, batch, batch_size, dim, text_path, start + row)
-                out.write(emb.astype(dtype, copy=False).tobytes())
-                row += len(batch)
-                progress.update(len(batch))
-                batch = []
+        np.lib.format.write_array_header_1_0(out, {**header, "shape": (entry.rows, dim)})
+        progress = tqdm(total=entry.rows, desc=f"embed shard {shard}", unit="line", disable=None)
+        row = 0
+        for batch in _batches(read_shard_lines(text_path, plan, shard), batch_size):
+            emb = _embed_batch(model, batch, batch_size, dim, text_path, entry.start + row)
+            out.write(emb.astype(dtype, copy=False).tobytes())
+            row += len(batch)
+            progress.update(len(batch))
         progress.close()
-        if row != stop - start:
-            raise InputError(f"{text_path}: expected {stop} lines, the file changed while reading")
     return Path(out_npy)
+
+
+def _batches(lines, size: int):
+    batch = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _embed_batch(model, batch, batch_size, dim, text_path, first_line) -> np.ndarray:
@@ -181,9 +153,26 @@ class EmbeddingShard:
         return block.reshape(-1, self.shape[1]).astype(np.float32, copy=False)
 
     def take(self, ids: np.ndarray) -> np.ndarray:
-        """Rows ``ids`` (any order) as float32, through a temporary memory map."""
-        arr = np.load(self.path, mmap_mode="r")
-        return np.asarray(arr[np.asarray(ids)], dtype=np.float32)
+        """Rows ``ids`` (any order) as float32, one positioned read each.
+
+        Positioned reads rather than a memory map, for the reason in the class docstring: a
+        sample of 1% of a shard's rows touches most of its pages.
+        """
+        ids = np.asarray(ids, dtype=np.int64)
+        row_bytes = self.shape[1] * self.dtype.itemsize
+        out = np.empty((len(ids), self.shape[1]), dtype=self.dtype)
+        view = memoryview(out).cast("B")
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for i, row in enumerate(ids.tolist()):
+                if not 0 <= row < self.shape[0]:
+                    raise IndexError(f"{self.path}: row {row} outside [0, {self.shape[0]})")
+                chunk = view[i * row_bytes : (i + 1) * row_bytes]
+                if os.preadv(fd, [chunk], self.offset + row * row_bytes) != row_bytes:
+                    raise InputError(f"{self.path}: short read at row {row}")
+        finally:
+            os.close(fd)
+        return out.astype(np.float32, copy=False)
 
 
 def read_rows(x, start: int, stop: int) -> np.ndarray:

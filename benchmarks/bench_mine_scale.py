@@ -1,0 +1,399 @@
+"""Mining at scale on one machine: N x N vectors through the workflow's shard/index/kNN/reduce jobs.
+
+Each side is written as the workflow writes it (a sharded text with its shard plan, one
+L2-normalised float32 ``.npy`` per shard, as ``embed_shard`` would), then every job of the
+workflow's DAG runs in its own process, one after the other, calling the same function its rule
+script calls: ``train_index`` per side, ``index_shard`` (``fill_index``) per shard,
+``knn_shard_pair`` per shard pair, ``score_mined`` (``reduce_parts`` + ``write_mined``).
+Each job's wall time and peak RSS (``ru_maxrss`` of that process) are recorded.
+
+The vectors have the structure real sentence embeddings have, not uniform noise (the worst case
+for an inverted file): a shared mean direction (every sentence embedding leans the same way),
+topics (cluster centres shared by both sides, so translations fall in the same region) and an
+anisotropic spectrum (variance decaying as a power law over dimensions). A share of target rows
+are noisy copies of source rows (cosine about 0.85): the planted translations.
+
+Printed, as one JSON line:
+- wall seconds per stage and in total (the vector generation that stands in for ``embed_shard``
+  is reported apart), peak RSS per job kind;
+- recall@k of the approximate search against exact search, both directions, on random samples
+  of queries searched exhaustively over the whole other side;
+- the share of planted pairs among the mined pairs (after margin scoring and the threshold);
+- the exact path's speed as a share of the machine's raw matrix-product rate (same shapes).
+
+Usage:
+    python benchmarks/bench_mine_scale.py                 # 1,000,000 x 1,000,000, dim 1024
+    python benchmarks/bench_mine_scale.py --n 100000      # the CI-size check (< 1 minute)
+    python benchmarks/bench_mine_scale.py --nprobe 4 8 16 # trade-off: recall and time per nprobe
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+SHARD_ROWS = 250_000  # 1 GB of float32 at dim 1024: what one kNN job streams per side
+
+
+# ---- data -----------------------------------------------------------------------------------
+
+
+def spectrum(dim: int, alpha: float = 0.5) -> np.ndarray:
+    """Per-dimension standard deviations decaying as ``(i+1)^-alpha``, total variance 1."""
+    s = (np.arange(dim) + 1.0) ** -alpha
+    return (s / np.linalg.norm(s)).astype(np.float32)
+
+
+class Corpus:
+    """Deterministic generator of one side's rows (topics and the mean direction are shared)."""
+
+    def __init__(self, n: int, dim: int, n_topics: int, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        self.n, self.dim, self.scale = n, dim, spectrum(dim)
+        self.mean = 0.6 * rng.standard_normal(dim).astype(np.float32) * self.scale
+        self.topics = (1.0 * rng.standard_normal((n_topics, dim)).astype(np.float32)) * self.scale
+
+    def rows(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        topic = self.topics[rng.integers(0, len(self.topics), count)]
+        noise = 0.8 * rng.standard_normal((count, self.dim), dtype=np.float32) * self.scale
+        return self.mean + topic + noise
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def write_side(corpus: Corpus, side: str, n_shards: int, out: Path, seed: int, planted=None):
+    """Shards of unit rows ``out/{side}.{s}.npy`` plus the side's sharded text and plan."""
+    from psp.mine.plan import write_sharded_text
+
+    plan = write_sharded_text(
+        (f"{side} sentence {i}" for i in range(corpus.n)),
+        corpus.n,
+        n_shards,
+        out / f"{side}.txt.gz",
+        out / f"{side}.plan.json",
+    )
+    rng = np.random.default_rng(seed)
+    for s, entry in enumerate(plan.shards):
+        header = {"descr": "<f4", "fortran_order": False, "shape": (entry.rows, corpus.dim)}
+        with open(out / f"{side}.{s}.npy", "wb") as handle:
+            np.lib.format.write_array_header_1_0(handle, header)
+            for a in range(entry.start, entry.stop, 32768):
+                b = min(a + 32768, entry.stop)
+                block = corpus.rows(rng, b - a)
+                if planted is not None:
+                    planted(block, a, b)
+                handle.write(unit(block).astype(np.float32).tobytes())
+    return plan
+
+
+def make_data(args, out: Path) -> dict:
+    """Both sides; target row ``t`` of the planted set is source row ``src_of[t]`` plus noise."""
+    from psp.mine.shards import open_embeddings
+
+    rng = np.random.default_rng(args.seed)
+    corpus = Corpus(args.n, args.dim, max(1, args.n // 200), args.seed)
+    n_shards = max(1, math.ceil(args.n / args.shard_rows))
+    src_plan = write_side(corpus, "src", n_shards, out, args.seed + 1)
+    n_planted = int(args.n * args.planted)
+    tgt_rows = np.sort(rng.choice(args.n, n_planted, replace=False))
+    src_rows = rng.choice(args.n, n_planted, replace=False)
+    shards = [open_embeddings(out / f"src.{s}.npy") for s in range(len(src_plan))]
+
+    def plant(block, a, b):
+        lo, hi = np.searchsorted(tgt_rows, [a, b])
+        for t, s in zip(tgt_rows[lo:hi], src_rows[lo:hi], strict=True):
+            shard = int(np.searchsorted(src_plan.offsets(), s, side="right") - 1)
+            source = shards[shard].take([s - src_plan.shards[shard].start])[0]
+            noise = rng.standard_normal(args.dim).astype(np.float32) * corpus.scale
+            block[t - a] = source + 0.6 * noise / np.linalg.norm(noise * 1.0)
+
+    write_side(corpus, "tgt", n_shards, out, args.seed + 2, plant)
+    np.savez(out / "planted.npz", src=src_rows, tgt=tgt_rows)
+    return {"shards_per_side": n_shards, "planted": n_planted}
+
+
+# ---- the workflow's jobs, one process each ----------------------------------------------------
+
+
+def index_config(args, nprobe: int):
+    from psp.mine.config import IndexConfig
+
+    return IndexConfig(
+        ivf_min_size=args.ivf_min_size,
+        factory=args.factory,
+        nlist=args.nlist,
+        nprobe=nprobe,
+        train_size=args.train_per_list * args.nlist if args.nlist else None,
+    )
+
+
+def run_job(name: str, out: Path, args, **params) -> dict:
+    """Run ``job_<name>`` in a fresh process; its wall time and peak RSS."""
+    cmd = [sys.executable, __file__, "--job", name, "--dir", str(out), "--params"]
+    cmd += [json.dumps(params | {"args": vars(args)})]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise SystemExit(f"job {name} {params} failed with status {status}")
+    return {"seconds": time.perf_counter() - t0, "rss_mib": usage.ru_maxrss / 1024}
+
+
+def job_train_index(out: Path, args, n_shards: int, nprobe: int):
+    from psp.mine.index import train_index
+
+    src, tgt = ([out / f"{side}.{s}.npy" for s in range(n_shards)] for side in ("src", "tgt"))
+    train_index(src, tgt, index_config(args, nprobe), out / "trained.faiss")
+
+
+def job_index_shard(out: Path, args, side: str, shard: int, nprobe: int):
+    from psp.mine.index import fill_index
+
+    fill_index(
+        out / "trained.faiss",
+        out / f"{side}.{shard}.npy",
+        out / f"{side}.{shard}.faiss",
+        out / f"{side}.{shard}.{nprobe}.lists.npz",
+        nprobe,
+    )
+
+
+def job_knn_shard_pair(out: Path, args, qshard: int, dshard: int, nprobe: int, ivf: bool):
+    from psp.mine.index import indexed_shard
+    from psp.mine.knn import knn_shard_pair
+    from psp.mine.plan import load_plan
+
+    src_index = tgt_index = None
+    if ivf:
+        src_index, tgt_index = (
+            indexed_shard(out / f"{side}.{shard}.faiss", out / f"{side}.{shard}.{nprobe}.lists.npz")
+            for side, shard in (("src", qshard), ("tgt", dshard))
+        )
+    knn_shard_pair(
+        out / f"src.{qshard}.npy",
+        out / f"tgt.{dshard}.npy",
+        load_plan(out / "src.plan.json"),
+        load_plan(out / "tgt.plan.json"),
+        qshard,
+        dshard,
+        args.k,
+        out / f"knn.{nprobe}.{qshard}.{dshard}.npz",
+        src_index=src_index,
+        tgt_index=tgt_index,
+    )
+
+
+def job_score_mined(out: Path, args, n_shards: int, nprobe: int):
+    from psp.mine.config import MineConfig
+    from psp.mine.knn import reduce_parts
+    from psp.mine.output import write_mined
+    from psp.mine.plan import load_plan
+
+    cfg = MineConfig(k=args.k, threshold=args.threshold)
+    src_plan, tgt_plan = load_plan(out / "src.plan.json"), load_plan(out / "tgt.plan.json")
+    parts = [out / f"knn.{nprobe}.{s}.{t}.npz" for s in range(n_shards) for t in range(n_shards)]
+    fwd, bwd = reduce_parts(parts, args.k, src_plan, tgt_plan)
+    np.savez(out / f"reduced.{nprobe}.npz", fwd_I=fwd[1], bwd_I=bwd[1])
+    write_mined(
+        out / "src.txt.gz",
+        out / "tgt.txt.gz",
+        fwd,
+        bwd,
+        cfg,
+        out / f"mined.{nprobe}.tsv.gz",
+        out / f"mined.{nprobe}.stats.json",
+        out / f"mined.{nprobe}.png",
+    )
+
+
+def job_exact_sample(out: Path, args, n_shards: int, side: str, nprobe: int):
+    """Exact top-k of a random sample of ``side`` rows over every shard of the other side."""
+    import torch
+
+    from psp.mine.shards import open_embeddings
+
+    other = "tgt" if side == "src" else "src"
+    rows = np.sort(np.random.default_rng(7).choice(args.n, args.recall_queries, replace=False))
+    bounds = np.cumsum(
+        [0] + [len(open_embeddings(out / f"{side}.{s}.npy")) for s in range(n_shards)]
+    )
+    queries = np.concatenate(
+        [
+            open_embeddings(out / f"{side}.{s}.npy").take(
+                rows[(rows >= bounds[s]) & (rows < bounds[s + 1])] - bounds[s]
+            )
+            for s in range(n_shards)
+        ]
+    )
+    q = torch.from_numpy(queries)
+    best_d = torch.full((len(rows), args.k), -math.inf)
+    best_i = torch.full((len(rows), args.k), -1, dtype=torch.int64)
+    offset = 0
+    for s in range(n_shards):
+        shard = open_embeddings(out / f"{other}.{s}.npy")
+        for a in range(0, len(shard), 65536):
+            sim = q @ torch.from_numpy(shard.rows(a, a + 65536)).T
+            d, i = torch.topk(sim, min(args.k, sim.shape[1]), dim=1)
+            cat_d, cat_i = torch.cat([best_d, d], 1), torch.cat([best_i, i + offset + a], 1)
+            best_d, pos = torch.topk(cat_d, args.k, dim=1)
+            best_i = torch.gather(cat_i, 1, pos)
+        offset += len(shard)
+    np.savez(out / f"exact.{side}.npz", rows=rows, ids=best_i.numpy())
+
+
+def job_matmul_ratio(out: Path, args, nprobe: int):
+    """Exact two-way kNN of two blocks against one raw product of the same shapes."""
+    import torch
+
+    from psp.mine.knn import knn_both_directions
+
+    rng = np.random.default_rng(3)
+    n = args.ratio_rows
+    x = unit(rng.standard_normal((n, args.dim), dtype=np.float32))
+    y = unit(rng.standard_normal((n, args.dim), dtype=np.float32))
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+    raw, knn = [], []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for a in range(0, n, 4096):
+            for c in range(0, n, 4096):
+                tx[a : a + 4096] @ ty[c : c + 4096].T
+        raw.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        knn_both_directions(x, y, args.k, 4096)
+        knn.append(time.perf_counter() - t0)
+    flops = 2.0 * n * n * args.dim
+    result = {
+        "rows": n,
+        "raw_gflops": flops / min(raw) / 1e9,
+        "exact_knn_gflops": flops / min(knn) / 1e9,
+        "ratio": min(raw) / min(knn),
+    }
+    (out / "matmul_ratio.json").write_text(json.dumps(result))
+
+
+# ---- the run -------------------------------------------------------------------------------
+
+
+def recall(out: Path, side: str, nprobe: int, k: int) -> float:
+    exact = np.load(out / f"exact.{side}.npz")
+    approx = np.load(out / f"reduced.{nprobe}.npz")[f"{'fwd' if side == 'src' else 'bwd'}_I"]
+    got = approx[exact["rows"]]
+    return float(
+        np.mean([len(set(a) & set(e)) / k for a, e in zip(got, exact["ids"], strict=True)])
+    )
+
+
+def planted_mined(out: Path, nprobe: int) -> float:
+    import gzip
+
+    planted = np.load(out / "planted.npz")
+    truth = set(zip(planted["src"].tolist(), planted["tgt"].tolist(), strict=True))
+    found = 0
+    with gzip.open(out / f"mined.{nprobe}.tsv.gz", "rt") as handle:
+        for line in handle:
+            _, src, tgt = line.rstrip("\n").split("\t")
+            found += (int(src.rsplit(" ", 1)[1]), int(tgt.rsplit(" ", 1)[1])) in truth
+    return found / max(1, len(truth))
+
+
+def pipeline(out: Path, args, n_shards: int, nprobe: int, ivf: bool, trained: bool) -> dict:
+    stages, rss = {}, {}
+
+    def stage(name, jobs):
+        t0 = time.perf_counter()
+        for params in jobs:
+            result = run_job(name, out, args, nprobe=nprobe, **params)
+            rss[name] = max(rss.get(name, 0.0), result["rss_mib"])
+        stages[name] = time.perf_counter() - t0
+
+    if ivf:
+        if not trained:
+            stage("train_index", [{"n_shards": n_shards}])
+        stage(
+            "index_shard",
+            [{"side": side, "shard": s} for side in ("src", "tgt") for s in range(n_shards)],
+        )
+    grid = [
+        {"qshard": s, "dshard": t, "ivf": ivf} for s in range(n_shards) for t in range(n_shards)
+    ]
+    stage("knn_shard_pair", grid)
+    stage("score_mined", [{"n_shards": n_shards}])
+    return {"stages_s": stages, "peak_rss_mib": rss, "total_s": sum(stages.values())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000, help="rows per side")
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--shard-rows", type=int, default=SHARD_ROWS)
+    parser.add_argument("--factory", default="IVF{nlist},SQfp16")
+    parser.add_argument("--nlist", type=int, default=None, help="default: the IndexConfig rule")
+    parser.add_argument("--nprobe", type=int, nargs="+", default=[16])
+    parser.add_argument("--train-per-list", type=int, default=40)
+    parser.add_argument("--ivf-min-size", type=int, default=1, help="1: always IVF")
+    parser.add_argument("--threshold", type=float, default=1.06)
+    parser.add_argument("--planted", type=float, default=0.1, help="share of target rows planted")
+    parser.add_argument("--recall-queries", type=int, default=2000)
+    parser.add_argument("--ratio-rows", type=int, default=16384)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp dir)")
+    parser.add_argument("--job", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--params", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.job:  # a child process: one job of the DAG
+        from psp.workflow_runtime import limit_threads
+
+        params = json.loads(args.params)
+        job_args = argparse.Namespace(**params.pop("args"))
+        limit_threads(job_args.threads)
+        globals()[f"job_{args.job}"](args.dir, job_args, **params)
+        return
+
+    with tempfile.TemporaryDirectory(prefix="bench_mine_scale.", dir=args.dir) as tmp:
+        out = Path(tmp)
+        t0 = time.perf_counter()
+        data = make_data(args, out)
+        generate_s = time.perf_counter() - t0
+        n_shards = data["shards_per_side"]
+        ivf = args.ivf_min_size <= args.n
+        report = {
+            "n": args.n,
+            "dim": args.dim,
+            "threads": args.threads,
+            "shards_per_side": n_shards,
+            "factory": args.factory if ivf else "exact",
+            "generate_s": generate_s,
+            "runs": [],
+        }
+        for side in ("src", "tgt"):
+            run_job("exact_sample", out, args, n_shards=n_shards, side=side, nprobe=0)
+        for number, nprobe in enumerate(args.nprobe):
+            run = pipeline(out, args, n_shards, nprobe, ivf, trained=number > 0)
+            run["nprobe"] = nprobe
+            run["recall_at_k"] = {
+                side: recall(out, side, nprobe, args.k) for side in ("src", "tgt")
+            }
+            run["planted_mined"] = planted_mined(out, nprobe)
+            report["runs"].append(run)
+        run_job("matmul_ratio", out, args, nprobe=0)
+        report["exact_path_vs_matmul"] = json.loads((out / "matmul_ratio.json").read_text())
+        print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

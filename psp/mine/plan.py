@@ -1,0 +1,201 @@
+"""A side's mining text, cut into shards once: the shard plan.
+
+The step that prepares a side's text writes it as one gzip member per shard and records, in a
+small JSON file beside it, the line count, each shard's line range and byte range, and checksums.
+Every later job reads the plan instead of the text: an embedding job seeks to its shard's member
+and decompresses only that; kNN and reduce jobs take row counts and offsets from the plan. So no
+job's work grows with the size of the other shards, which is what lets a 100 × 100 shard grid run
+as 10,000 small jobs instead of 10,000 passes over the corpus.
+
+A concatenation of gzip members is itself a valid gzip file, so the text stays readable with
+``zcat`` and ``gzip.open`` (the reduce step reads it that way to print the mined sentences).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from psp.io import InputError, atomic_open, atomic_path, iter_lines
+
+PLAN_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Lines ``[start, stop)`` of the text, stored as the gzip member at bytes ``[byte_start, byte_stop)``."""
+
+    start: int
+    stop: int
+    byte_start: int
+    byte_stop: int
+    sha256: str  # of the member's bytes: an embedding job checks its slice without reading more
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """How a side's text is cut into shards; ``fingerprint`` is the sha256 of the whole text file."""
+
+    n_lines: int
+    fingerprint: str
+    shards: tuple[Shard, ...]
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def offsets(self) -> list[int]:
+        """Global row number of each shard's first row."""
+        return [shard.start for shard in self.shards]
+
+
+def shard_bounds(n_lines: int, n_shards: int) -> list[tuple[int, int]]:
+    """Contiguous ``[start, stop)`` line ranges whose sizes differ by at most one.
+
+    More shards than lines gives empty shards rather than an error, so a workflow with a fixed
+    shard count still runs on a tiny corpus (an empty shard yields an empty embedding array).
+    """
+    if n_lines < 0 or n_shards < 1:
+        raise ValueError(
+            f"shard_bounds: need n_lines >= 0 and n_shards >= 1, got {n_lines}, {n_shards}"
+        )
+    edges = [n_lines * s // n_shards for s in range(n_shards + 1)]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _member(lines: list[str]) -> bytes:
+    """One gzip member holding ``lines``; no name or time in the header, so output is reproducible."""
+    data = "".join(f"{line}\n" for line in lines).encode("utf-8")
+    return gzip.compress(data, compresslevel=6, mtime=0) if data else b""
+
+
+def write_sharded_text(
+    lines: Iterable[str],
+    n_lines: int,
+    n_shards: int,
+    out_text: str | os.PathLike,
+    out_plan: str | os.PathLike,
+) -> ShardPlan:
+    """Write ``lines`` (exactly ``n_lines`` of them) as ``n_shards`` gzip members, and the plan.
+
+    Both files are written atomically; the plan last, so a plan on disk always describes a
+    complete text. Lines must not contain newlines.
+    """
+    bounds = shard_bounds(n_lines, n_shards)
+    shards, digest, position = [], hashlib.sha256(), 0
+    iterator = iter(lines)
+    with atomic_path(out_text) as tmp, open(tmp, "wb") as out:
+        for start, stop in bounds:
+            chunk = [next(iterator) for _ in range(stop - start)]
+            member = _member(chunk)
+            out.write(member)
+            digest.update(member)
+            shards.append(
+                Shard(
+                    start,
+                    stop,
+                    position,
+                    position + len(member),
+                    hashlib.sha256(member).hexdigest(),
+                )
+            )
+            position += len(member)
+    if next(iterator, None) is not None:
+        raise ValueError(f"write_sharded_text: more than n_lines={n_lines} lines given")
+    plan = ShardPlan(n_lines, digest.hexdigest(), tuple(shards))
+    save_plan(plan, out_plan)
+    return plan
+
+
+def shard_text_file(
+    text: str | os.PathLike, n_shards: int, out_text: str | os.PathLike, out_plan: str | os.PathLike
+) -> ShardPlan:
+    """Re-write a text file (plain or ``.gz``, one sentence a line) as a sharded text and its plan.
+
+    Two passes over ``text``: one to count lines, one to write. Shards never outnumber lines
+    except for an empty file (one empty shard), so no job gets an empty slice it need not have.
+    """
+    n_lines = sum(1 for _ in iter_lines(text))
+    n_shards = max(1, min(n_shards, n_lines))
+    return write_sharded_text(
+        (line for _, line in iter_lines(text)), n_lines, n_shards, out_text, out_plan
+    )
+
+
+def save_plan(plan: ShardPlan, path: str | os.PathLike) -> None:
+    record = {
+        "version": PLAN_VERSION,
+        "n_lines": plan.n_lines,
+        "fingerprint": plan.fingerprint,
+        "shards": [asdict(shard) for shard in plan.shards],
+    }
+    with atomic_open(path, "wt") as out:
+        json.dump(record, out, indent=1)
+        out.write("\n")
+
+
+def load_plan(path: str | os.PathLike) -> ShardPlan:
+    """Read and check a plan: shards must tile ``[0, n_lines)`` and the byte ranges the text."""
+    try:
+        record = json.loads(Path(path).read_text())
+        if record.get("version") != PLAN_VERSION:
+            raise ValueError(f"plan version {record.get('version')!r}, expected {PLAN_VERSION}")
+        shards = tuple(Shard(**shard) for shard in record["shards"])
+        plan = ShardPlan(int(record["n_lines"]), str(record["fingerprint"]), shards)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(f"{path}: not a shard plan: {err}") from err
+    line, byte = 0, 0
+    for number, shard in enumerate(plan.shards):
+        if (shard.start, shard.byte_start) != (line, byte) or shard.stop < shard.start:
+            raise InputError(f"{path}: shard {number} does not follow the previous one")
+        line, byte = shard.stop, shard.byte_stop
+    if line != plan.n_lines or not plan.shards:
+        raise InputError(f"{path}: shards cover {line} lines, the plan says {plan.n_lines}")
+    return plan
+
+
+def read_shard_lines(
+    text: str | os.PathLike, plan: ShardPlan, shard: int, chunk_size: int = 1 << 20
+) -> Iterator[str]:
+    """The lines of one shard: a seek to its gzip member and a streamed decompression of it alone.
+
+    The member's checksum is verified as it is read, so a text changed since the plan was written
+    is an error naming the file (raised at the end of the shard, before its consumer can finish
+    an output), never a silent misalignment of embeddings and lines.
+    """
+    if not 0 <= shard < len(plan):
+        raise ValueError(f"shard {shard} outside [0, {len(plan)})")
+    entry = plan.shards[shard]
+    digest, inflate = hashlib.sha256(), zlib.decompressobj(wbits=31)
+    remaining, tail, count = entry.byte_stop - entry.byte_start, b"", 0
+    try:
+        with open(text, "rb") as handle:
+            handle.seek(entry.byte_start)
+            while remaining > 0:
+                block = handle.read(min(chunk_size, remaining))
+                if not block:
+                    break
+                remaining -= len(block)
+                digest.update(block)
+                *complete, tail = (tail + inflate.decompress(block)).split(b"\n")
+                count += len(complete)
+                for raw in complete:
+                    yield raw.decode("utf-8")
+    except (zlib.error, UnicodeDecodeError) as err:
+        raise InputError(f"{text}: shard {shard} is not gzip-compressed UTF-8 text: {err}") from err
+    if remaining or digest.hexdigest() != entry.sha256:
+        raise InputError(
+            f"{text}: bytes of shard {shard} do not match its plan; the text changed after the "
+            "plan was written (prepare it again)"
+        )
+    if tail or count != entry.rows:
+        raise InputError(f"{text}: shard {shard} holds {count} lines, its plan says {entry.rows}")
