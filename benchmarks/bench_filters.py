@@ -1,23 +1,29 @@
-"""Throughput of ``filter_pairs`` on real bitext: workers 1 vs 2, and what langid costs.
+"""Language identification and the whole filter chain, old against new, in one run.
 
-Runs, on the same pairs, in this process:
-
-* langid.py's own ``classify`` against :class:`psp.filters.language.LanguageIdentifier` (which
-  sums only the feature rows present) on a sample of sentences: the ratio is what the sparse
-  dot product buys;
-* ``filter_pairs`` with langid off (the cheap filters, dedup and the gzip writer: the baseline),
-  then with langid on and ``workers`` 1 and 2; the output of every langid run must be identical;
-* the dedup store, :class:`psp.filters.dedup.SeenHashes`, against a Python ``set`` of the same
+* The identifier, per language: on lines spread evenly over every bitext side of the mirror's
+  seven languages (and English; each side's language is known), the share labelled with the
+  side's language and the lines per CPU-second of one worker. *old* is the identifier this
+  project used before: langid.py's model, one sentence at a time (its feature vector, then the
+  rows of the features present); it runs only where the ``langid`` package is installed.
+  *new* is :class:`psp.filters.language.LanguageIdentifier` (py3langid's copy of the same
+  model, a chunk at a time), in chunks of the filter's size.
+* ``filter_pairs``, the whole chain, on a bitext and a paraphrase corpus: langid off (the
+  cheap filters, dedup and the gzip writer), langid on with the old identifier plugged into
+  the same chain, langid on with the new one, and the new one with 2 workers. Outputs of the
+  langid runs must be identical.
+* The dedup store, :class:`psp.filters.dedup.SeenHashes`, against a Python ``set`` of the same
   64-bit hashes: bytes per entry (tracemalloc) and time, on synthetic distinct keys.
 
-The machine may be shared: the load average is printed next to the figures.
+Rates per CPU-second count every process of a run (the pool workers too), so they estimate
+what one dedicated core does on a machine shared with other jobs; the load average is printed.
 
-    python benchmarks/bench_filters.py [--corpus bitext/de-en/wmt-newstest] [--pairs 20000]
+    python benchmarks/bench_filters.py [--lines-per-language 1000] [--pairs 20000]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import itertools
 import os
@@ -25,14 +31,57 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from unittest import mock
+
+import numpy as np
 
 from psp.corpora import iter_pairs
-from psp.filters import FilterConfig, filter_pairs
+from psp.filters import FilterConfig, filter_pairs, normalize
+from psp.filters import language as language_module
 from psp.filters.dedup import SeenHashes, hash64
-from psp.filters.language import load_identifier
+from psp.filters.language import LanguageIdentifier
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PSP_SHARED_DATA", REPO.parent / "shared" / "data"))
+LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh", "en")
+CHAIN_CORPORA = {
+    "bitext/de-en/wmt-newstest": FilterConfig.bitext("de"),
+    "paraphrase/parasci/acl-train": FilterConfig.paraphrase(),
+}
+CHUNK = 2000  # filter_pairs' default chunk_size
+
+
+class PreviousIdentifier:
+    """The identifier before py3langid: langid.py's model, one sentence at a time.
+
+    Per sentence, langid.py's ``instance2fv`` walks the bytes through the n-gram automaton in
+    Python and returns the dense feature counts; only the rows of the features present are
+    summed. Same interface as :class:`LanguageIdentifier`, so the chain can use either.
+    """
+
+    def __init__(self):
+        from langid.langid import LanguageIdentifier as Langid
+        from langid.langid import model
+
+        self.model = Langid.from_modelstring(model, norm_probs=True)
+        self.languages = list(self.model.nb_classes)
+
+    def identify(self, texts):
+        top, prob = np.empty(len(texts), dtype=np.int64), np.empty(len(texts))
+        for i, text in enumerate(texts):
+            features = self.model.instance2fv(text)
+            present = np.flatnonzero(features)
+            log_prob = features[present] @ self.model.nb_ptc[present] + self.model.nb_pc
+            top[i] = int(np.argmax(log_prob))
+            prob[i] = 1.0 / float(np.exp(log_prob - log_prob[top[i]]).sum())
+        return top, prob
+
+
+def previous_identifier() -> PreviousIdentifier | None:
+    try:
+        return PreviousIdentifier()
+    except ImportError:
+        return None
 
 
 def cpu_seconds() -> float:
@@ -41,14 +90,93 @@ def cpu_seconds() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def timed_filter(pairs, cfg, workers: int, out_dir: Path) -> tuple[float, float, dict, bytes]:
+def bitext_side(lang: str, n: int) -> list[str]:
+    """``n`` lines spread evenly over every bitext side in ``lang``, normalised as the filter
+    does before identifying, empty lines dropped."""
+    lines: list[str] = []
+    for path in sorted(DATA.glob(f"bitext/*-en/*.{lang}.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            lines.extend(handle)
+    step = max(1, len(lines) // n)
+    return [text for text in map(normalize, lines[::step][:n]) if text]
+
+
+def identify_in_chunks(identifier, texts: list[str]) -> tuple[np.ndarray, np.ndarray, float]:
+    """Labels, probabilities and CPU seconds of identifying ``texts`` chunk by chunk."""
+    start = time.process_time()
+    parts = [identifier.identify(texts[i : i + CHUNK]) for i in range(0, len(texts), CHUNK)]
+    seconds = time.process_time() - start
+    labels = np.array(identifier.languages)[np.concatenate([top for top, _ in parts])]
+    return labels, np.concatenate([prob for _, prob in parts]), seconds
+
+
+def identifier_figures(old: PreviousIdentifier | None, lines_per_language: int) -> None:
+    new = LanguageIdentifier()
+    new.identify(["warm up"])
+    print(
+        f"identifier on bitext sides, {lines_per_language} lines per language "
+        "(share labelled with the side's language; lines per CPU-second, one worker):"
+    )
+    print(f"  {'':4s} {'old':>17s} {'new':>17s}  labels equal  max |p_old - p_new|")
+    totals = {"old": [0, 0.0], "new": [0, 0.0]}
+    for lang in LANGUAGES:
+        texts = bitext_side(lang, lines_per_language)
+        labels, prob, seconds = identify_in_chunks(new, texts)
+        totals["new"][0] += len(texts)
+        totals["new"][1] += seconds
+        new_part = f"{np.mean(labels == lang):6.1%} {len(texts) / seconds:8,.0f}/s"
+        if old is None:
+            print(f"  {lang:4s} {'-':>17s} {new_part}")
+            continue
+        old_labels, old_prob, old_seconds = identify_in_chunks(old, texts)
+        totals["old"][0] += len(texts)
+        totals["old"][1] += old_seconds
+        print(
+            f"  {lang:4s} {np.mean(old_labels == lang):6.1%} {len(texts) / old_seconds:8,.0f}/s "
+            f"{new_part}  {np.mean(old_labels == labels):11.2%}  "
+            f"{np.abs(old_prob - prob).max():.1e}"
+        )
+    rates = {name: n / seconds for name, (n, seconds) in totals.items() if n}
+    summary = ", ".join(f"{name} {rate:,.0f} lines/s" for name, rate in rates.items())
+    if "old" in rates:
+        summary += f"; new / old {rates['new'] / rates['old']:.1f}x"
+    print(f"  all languages: {summary}")
+
+
+def timed_filter(pairs, cfg, workers: int, out: Path) -> tuple[float, float, dict, bytes]:
     """Wall seconds, CPU seconds (all processes), stats and output bytes of one run."""
-    out = out_dir / f"pairs.w{workers}.langid{int(cfg.langid)}.tsv.gz"
     start, start_cpu = time.perf_counter(), cpu_seconds()
-    stats = filter_pairs(pairs, cfg, out, out_dir / "filter_stats.json", workers=workers)
+    stats = filter_pairs(pairs, cfg, out, out.with_suffix(".json"), workers=workers)
     seconds, cpu = time.perf_counter() - start, cpu_seconds() - start_cpu
     with gzip.open(out, "rb") as handle:
         return seconds, cpu, stats, handle.read()
+
+
+def chain_figures(corpus: str, cfg: FilterConfig, n_pairs: int, old, out_dir: Path) -> None:
+    pairs = list(itertools.islice(iter_pairs(DATA, corpus), n_pairs))
+    print(f"filter_pairs on {corpus}, {len(pairs)} pairs:")
+    runs = [("langid off, 1 worker", FilterConfig.from_dict({**cfg.to_dict(), "langid": False}), 1)]
+    if old is not None:
+        runs.append(("old langid, 1 worker", cfg, 1))
+    runs += [("new langid, 1 worker", cfg, 1), ("new langid, 2 workers", cfg, 2)]
+    outputs, rates = {}, {}
+    for name, run_cfg, workers in runs:
+        plug_old = name.startswith("old")
+        patch = mock.patch.object(language_module, "load_identifier", lambda _: old)
+        with patch if plug_old else contextlib.nullcontext():
+            seconds, cpu, stats, data = timed_filter(pairs, run_cfg, workers, out_dir / "out.gz")
+        rates[name] = len(pairs) / cpu
+        if run_cfg.langid:
+            outputs[name] = (stats["kept"], stats["removed"], data)
+        print(
+            f"  {name:22s}: {len(pairs) / seconds:7,.0f} pairs/s wall, "
+            f"{rates[name]:7,.0f} per CPU-second; kept {stats['kept']}, "
+            f"langid removed {stats['removed']['langid']}"
+        )
+    assert len({value for value in map(repr, outputs.values())}) == 1, "langid outputs differ"
+    if old is not None:
+        ratio = rates["new langid, 1 worker"] / rates["old langid, 1 worker"]
+        print(f"  new / old per CPU-second: {ratio:.1f}x; all langid outputs identical")
 
 
 def dedup_figures(n_keys: int, batch: int = 2000) -> None:
@@ -84,51 +212,19 @@ def dedup_figures(n_keys: int, batch: int = 2000) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default="bitext/de-en/wmt-newstest")
+    parser.add_argument("--lines-per-language", type=int, default=1000)
     parser.add_argument("--pairs", type=int, default=20_000)
-    parser.add_argument("--langid-sample", type=int, default=500)
     parser.add_argument("--dedup-keys", type=int, default=1_000_000)
     args = parser.parse_args()
 
-    src_lang = args.corpus.split("/")[1].split("-")[0]
-    pairs = list(itertools.islice(iter_pairs(DATA, args.corpus), args.pairs))
-    print(f"{args.corpus}: {len(pairs)} pairs; load average {os.getloadavg()[0]:.2f}")
-
-    identifier = load_identifier(None)  # decoded once here, so no run below pays for it
-    sample = [pair.tgt for pair in pairs[: args.langid_sample]]
-    rates = {}
-    for name, classify in [
-        ("langid.py", identifier.model.classify),
-        ("sparse", identifier.classify),
-    ]:
-        start = time.perf_counter()
-        for sentence in sample:
-            classify(sentence)
-        rates[name] = len(sample) / (time.perf_counter() - start)
-        print(f"  {name:10s} classify: {rates[name]:8.0f} sentences/s")
-    print(f"  sparse / langid.py: {rates['sparse'] / rates['langid.py']:.1f}x")
-
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    old = previous_identifier()
+    if old is None:
+        print("langid is not installed: old figures skipped (pip install langid to get them)")
+    identifier_figures(old, args.lines_per_language)
     with tempfile.TemporaryDirectory() as tmp:
-        out_dir = Path(tmp)
-        base_s, base_cpu, _, _ = timed_filter(
-            pairs, FilterConfig.bitext(src_lang, langid=False), 1, out_dir
-        )
-        print(
-            f"  no langid, 1 worker : {len(pairs) / base_s:8.0f} pairs/s "
-            f"({len(pairs) / base_cpu:.0f} per CPU-second) (baseline)"
-        )
-        results = {}
-        for workers in (1, 2):
-            cfg = FilterConfig.bitext(src_lang)
-            seconds, cpu, stats, data = timed_filter(pairs, cfg, workers, out_dir)
-            results[workers] = (seconds, stats, data)
-            print(
-                f"  langid, {workers} worker(s): {len(pairs) / seconds:8.0f} pairs/s "
-                f"({len(pairs) / cpu:.0f} per CPU-second; {base_s / seconds:.2f}x baseline); "
-                f"kept {stats['kept']}, langid removed {stats['removed']['langid']}"
-            )
-        assert results[1][1:] == results[2][1:], "workers=1 and workers=2 outputs differ"
-        print(f"  workers 2 / workers 1: {results[1][0] / results[2][0]:.2f}x (outputs identical)")
+        for corpus, cfg in CHAIN_CORPORA.items():
+            chain_figures(corpus, cfg, args.pairs, old, Path(tmp))
     print(f"dedup store, {args.dedup_keys} distinct keys:")
     dedup_figures(args.dedup_keys)
     print(f"load average after: {os.getloadavg()[0]:.2f}")

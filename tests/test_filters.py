@@ -183,13 +183,70 @@ def test_langid_clear_sentences(identifier):
         assert predicted == lang and prob > 0.99
 
 
-def test_langid_agrees_with_langid_py(identifier):
-    """The sparse dot product must give langid.py's own answer."""
-    for sentence in [*CLEAR.values(), "Consejos.", "hvg.hu asked Balázs Zságer.", "Jiří Krejčí"]:
-        lang, prob = identifier.classify(sentence)
-        ref_lang, ref_prob = identifier.model.classify(sentence)
-        assert lang == ref_lang
-        assert prob == pytest.approx(ref_prob, abs=1e-6)
+def py3langid_reference(candidates=None):
+    """py3langid's own per-sentence classifier over the same model."""
+    from py3langid.langid import MODEL_FILE
+    from py3langid.langid import LanguageIdentifier as Py3Langid
+
+    reference = Py3Langid.from_pickled_model(MODEL_FILE, norm_probs=True)
+    if candidates is not None:
+        reference.set_languages(list(candidates))
+    return reference
+
+
+AWKWARD = ["Consejos.", "hvg.hu asked Balázs Zságer.", "Jiří Krejčí", "", "a", "☃" * 700]
+
+
+@pytest.mark.parametrize("candidates", [None, ("es", "en", "ca", "pt")])
+def test_langid_agrees_with_py3langid(candidates):
+    """The batched walk gives py3langid's answers (it sums in float32, hence the tolerance)."""
+    reference = py3langid_reference(candidates)
+    identifier = LanguageIdentifier(candidates)
+    texts = [*CLEAR.values(), *AWKWARD, CLEAR["de"] * 40]
+    top, prob = identifier.identify(texts)
+    for text, index, p in zip(texts, top, prob, strict=True):
+        ref_lang, ref_prob = reference.classify(text)
+        assert identifier.languages[index] == ref_lang, text
+        assert p == pytest.approx(float(ref_prob), abs=1e-4)
+
+
+def test_langid_batch_equals_one_at_a_time(identifier):
+    """Sorting and grouping by length inside a batch must not change any answer."""
+    rng = random.Random(2)
+    words = " ".join(CLEAR.values()).split() + ["☃", "Ünïcode", "日本語", "42"]
+    texts = [" ".join(rng.choices(words, k=rng.randrange(0, 200))) for _ in range(120)]
+    top, prob = identifier.identify(texts)
+    for text, index, p in zip(texts, top, prob, strict=True):
+        lang, single = identifier.classify(text)
+        assert (identifier.languages[index], p) == (lang, single)
+
+
+# The share of each bitext side that langid.py's model labels with the side's language, measured
+# on every line of the mirror's bitext: ar 98.7 %, de 99.7, es 97.5, fr 99.2, ru 96.8, tr 98.3,
+# zh 99.7, en 98.8. Russian stays under 97 %: 3 % of it is labelled Bulgarian, Ukrainian,
+# Macedonian or Serbian (langid.py gave the same labels; py3langid 0.4's retrained model gets
+# Russian right more often but labels 6 % of the Chinese side Wu Chinese).
+SIDE_ACCURACY_FLOOR = {lang: 0.97 for lang in ("ar", "de", "es", "fr", "tr", "zh", "en")}
+SIDE_ACCURACY_FLOOR["ru"] = 0.96
+
+
+def bitext_side(root, lang: str, n: int) -> list[str]:
+    """``n`` lines spread evenly over every bitext side in ``lang``, normalised, empty dropped."""
+    lines: list[str] = []
+    for path in sorted(root.glob(f"bitext/*-en/*.{lang}.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            lines.extend(handle)
+    step = max(1, len(lines) // n)
+    return [text for text in map(normalize, lines[::step][:n]) if text]
+
+
+@pytest.mark.parametrize("lang", list(SIDE_ACCURACY_FLOOR))
+def test_langid_accuracy_on_bitext_sides(shared_data, identifier, lang):
+    texts = bitext_side(shared_data, lang, 1000)
+    assert len(texts) > 900
+    top, _ = identifier.identify(texts)
+    accuracy = float(np.mean(top == identifier.languages.index(lang)))
+    assert accuracy >= SIDE_ACCURACY_FLOOR[lang], f"{lang}: {accuracy:.3f}"
 
 
 def test_langid_unknown_code_is_an_error():

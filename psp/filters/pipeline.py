@@ -85,6 +85,13 @@ class _Filter:
             if cfg.langid
             else None
         )
+        self.trigrams = n_sides == 2 and cfg.max_trigram_overlap is not None
+        # Tokenising is a fifth of the cheap filters' time: only the sides that the length
+        # bound or the trigram filter look at are tokenised (bitext: the English side).
+        if self.trigrams or (n_sides == 2 and cfg.length_side in ("both", "mean")):
+            self.tokenized: tuple[int, ...] = tuple(range(n_sides))
+        else:
+            self.tokenized = (1,) if n_sides == 2 and cfg.length_side == "tgt" else (0,)
         self._model = None
 
     def prepare(self, records: list[_Record]) -> _Chunk:
@@ -92,15 +99,15 @@ class _Filter:
         reasons: list[str | None] = []
         outputs: list[tuple[str, ...]] = []
         normalized: list[tuple[str, ...]] = []
-        words: list[list[list[str]]] = []
+        words: list[dict[int, list[str]]] = []
         for sides, _ in records:
             checked = [prepare_sentence(text, cfg.lowercase) for text in sides]
             side_reasons = [reason for reason, _, _ in checked if reason is not None]
             reason = min(side_reasons, key=_RANK.__getitem__) if side_reasons else None
             normalized.append(tuple(norm for _, norm, _ in checked))
             outputs.append(tuple(out for _, _, out in checked))
-            words.append([tokens(norm) for _, norm, _ in checked] if reason is None else [])
-            if reason is None and not self._length_ok([len(w) for w in words[-1]]):
+            words.append({} if reason else {i: tokens(checked[i][1]) for i in self.tokenized})
+            if reason is None and not self._length_ok(words[-1]):
                 reason = "length"
             reasons.append(reason)
 
@@ -111,9 +118,9 @@ class _Filter:
                 if not new:
                     reasons[i] = "duplicate"
 
-        if self.n_sides == 2 and cfg.max_trigram_overlap is not None:
+        if self.trigrams:
             for i in _alive(reasons):
-                src, tgt = ([w.lower() for w in side] for side in words[i])
+                src, tgt = ([w.lower() for w in words[i][side]] for side in (0, 1))
                 if ngram_overlap(src, tgt, 3) > cfg.max_trigram_overlap:
                     reasons[i] = "trigram"
 
@@ -127,17 +134,17 @@ class _Filter:
         rows = _alive(reasons) if self.langid is not None else []
         return _Chunk(reasons, outputs, rows, [normalized[i] for i in rows])
 
-    def _length_ok(self, counts: list[int]) -> bool:
+    def _length_ok(self, words: dict[int, list[str]]) -> bool:
+        """Token counts of the bounded side(s) within ``[min_tokens, max_tokens]``."""
         cfg = self.cfg
-        if self.n_sides == 1:
-            measured = counts
+        if self.n_sides == 1 or cfg.length_side == "src":
+            measured = [len(words[0])]
+        elif cfg.length_side == "tgt":
+            measured = [len(words[1])]
+        elif cfg.length_side == "both":
+            measured = [len(words[0]), len(words[1])]
         else:
-            measured = {
-                "src": [counts[0]],
-                "tgt": [counts[1]],
-                "both": counts,
-                "mean": [(counts[0] + counts[1]) / 2],
-            }[cfg.length_side]
+            measured = [(len(words[0]) + len(words[1])) / 2]
         return all(cfg.min_tokens <= n <= cfg.max_tokens for n in measured)
 
     def _scores(self, given: list[float | None], pairs: list[tuple[str, ...]]) -> list:
@@ -216,8 +223,10 @@ def _run(
             chunk = filt.prepare(batch)
             if use_pool:
                 verdicts = pool.apply_async(check_chunk, (chunk.langid_texts,))
+            elif filt.langid is not None:
+                verdicts = filt.langid(chunk.langid_texts)
             else:
-                verdicts = [filt.langid(sides) for sides in chunk.langid_texts]
+                verdicts = []
             pending.append((chunk, verdicts))
             finish(max_pending=2 * workers)
         finish(max_pending=0)
