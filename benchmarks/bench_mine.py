@@ -6,11 +6,11 @@ something to find. Each case runs in its own process so its peak RSS (ru_maxrss)
 
 - ``matmul``: the baseline, whole arrays in memory, one similarity matrix, ``topk`` both ways.
 - ``block``: the same size through ``knn_shard_pair`` (exact, blockwise, bounded memory).
-- ``big``: the large size through ``knn_shard_pair`` with an IVF index (exact search of
-  200k x 200k at dim 1024 is ~8e13 flops, over an hour on two cores), then ``reduce_parts`` and
-  ``score_pairs``; reports the share of planted pairs among as many best-scored pairs.
 
-Usage: python benchmarks/bench_mine.py [--n-small 20000] [--n-big 200000] [--dim 1024]
+The large sizes (IVF indexes, shard grid, recall against exact search) are measured by
+``bench_mine_scale.py``.
+
+Usage: python benchmarks/bench_mine.py [--n-small 20000] [--dim 1024]
 """
 
 from __future__ import annotations
@@ -81,44 +81,25 @@ def case_matmul(d: Path, k: int) -> dict:
 
 
 def case_block(d: Path, k: int, block_size: int) -> dict:
-    from psp.mine.knn import knn_shard_pair, read_part
+    from psp.mine.knn import knn_shard_pair, read_direction
+    from psp.mine.plan import write_sharded_text
 
+    n = len(np.load(d / "src.npy", mmap_mode="r"))
+    plan = write_sharded_text((str(i) for i in range(n)), n, 1, d / "t.txt.gz", d / "t.json")
     t0 = time.perf_counter()
-    knn_shard_pair(d / "src.npy", d / "tgt.npy", 0, 0, k, d / "block.npz", block_size)
+    knn_shard_pair(d / "src.npy", d / "tgt.npy", plan, plan, 0, 0, k, d / "block.npz", block_size)
     seconds = time.perf_counter() - t0
-    _, fwd, bwd = read_part(d / "block.npz")
+    fwd, bwd = (read_direction(d / "block.npz", name) for name in ("fwd", "bwd"))
     with np.load(d / "matmul.npz") as ref:
         same = float(np.mean(np.sort(fwd[1], 1) == np.sort(ref["fwd_I"], 1)))
         same_bwd = float(np.mean(np.sort(bwd[1], 1) == np.sort(ref["bwd_I"], 1)))
     return {"seconds": seconds, "same_ids_as_matmul_fwd": same, "same_ids_as_matmul_bwd": same_bwd}
 
 
-def case_big(d: Path, k: int, block_size: int, nlist: int, nprobe: int) -> dict:
-    from psp.mine.config import IndexConfig
-    from psp.mine.knn import knn_shard_pair, reduce_parts
-    from psp.mine.margin import score_pairs
-
-    index = IndexConfig(ivf_min_size=1, nlist=nlist, nprobe=nprobe, train_size=40 * nlist)
-    t0 = time.perf_counter()
-    knn_shard_pair(d / "src.npy", d / "tgt.npy", 0, 0, k, d / "big.npz", block_size, index=index)
-    t_knn = time.perf_counter() - t0
-    fwd, bwd = reduce_parts([d / "big.npz"], k)
-    scores, src, tgt = score_pairs(fwd, bwd, k, "ratio", "max")
-    planted = {tuple(p) for p in json.loads((d / "planted.json").read_text())}
-    top = set(zip(src[: len(planted)].tolist(), tgt[: len(planted)].tolist(), strict=True))
-    return {
-        "seconds": time.perf_counter() - t0,
-        "knn_seconds": t_knn,
-        "planted_in_top": len(top & planted) / len(planted),
-        "planted": len(planted),
-    }
-
-
 def run_case(args: argparse.Namespace, case: str, data_dir: Path) -> dict:
     """Run one case in a fresh interpreter and return its JSON line (with peak RSS)."""
     cmd = [sys.executable, __file__, "--case", case, "--data-dir", str(data_dir)]
     cmd += ["--k", str(args.k), "--block-size", str(args.block_size)]
-    cmd += ["--nlist", str(args.nlist), "--nprobe", str(args.nprobe)]
     result = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -131,7 +112,6 @@ def child(args: argparse.Namespace) -> None:
         "idle": lambda: {"seconds": 0.0},
         "matmul": lambda: case_matmul(d, args.k),
         "block": lambda: case_block(d, args.k, args.block_size),
-        "big": lambda: case_big(d, args.k, args.block_size, args.nlist, args.nprobe),
     }
     out = cases[args.case]()
     print(json.dumps({**out, "peak_rss_mib": peak_rss_mib()}))
@@ -140,21 +120,16 @@ def child(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-small", type=int, default=20_000)
-    parser.add_argument("--n-big", type=int, default=200_000)
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--block-size", type=int, default=4096)
-    parser.add_argument("--nlist", type=int, default=1024)
-    parser.add_argument("--nprobe", type=int, default=4)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--data-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
         return child(args)
     with tempfile.TemporaryDirectory(prefix="bench-mine-") as tmp:
-        small, big = Path(tmp) / "small", Path(tmp) / "big"
-        small.mkdir()
-        big.mkdir()
+        small = Path(tmp)
         t0 = time.perf_counter()
         make_data(small, args.n_small, args.dim, max(1, args.n_small // 100))
         print(
@@ -176,20 +151,6 @@ def main() -> None:
             f"block/matmul: time x{block['seconds'] / matmul['seconds']:.2f}, "
             f"extra RSS x{(block['peak_rss_mib'] - base) / (matmul['peak_rss_mib'] - base):.3f}; "
             f"same neighbours fwd {block['same_ids_as_matmul_fwd']:.4f}, bwd {block['same_ids_as_matmul_bwd']:.4f}"
-        )
-        (small / "src.npy").unlink()
-        (small / "tgt.npy").unlink()
-        t0 = time.perf_counter()
-        make_data(big, args.n_big, args.dim, max(1, args.n_big // 100))
-        print(
-            f"data {args.n_big:,} x {args.n_big:,}, dim {args.dim}: {time.perf_counter() - t0:.1f} s"
-        )
-        r = run_case(args, "big", big)
-        print(
-            f"IVF{args.nlist},Flat nprobe {args.nprobe} shard path: {r['seconds']:.1f} s "
-            f"(kNN {r['knn_seconds']:.1f} s), peak RSS {r['peak_rss_mib']:.0f} MiB (+{r['peak_rss_mib'] - base:.0f}); "
-            f"planted pairs among the {r['planted']:,} best-scored (ratio margin, max retrieval): "
-            f"{r['planted_in_top']:.4f}"
         )
 
 

@@ -96,8 +96,7 @@ def prepare_sentences(
 
 
 def prepare_mining_side(
-    data_root: str | os.PathLike | None,
-    refs: Sequence[str],
+    files: Sequence[str | os.PathLike],
     lang: str,
     filters: dict[str, Any],
     n_shards: int,
@@ -106,7 +105,8 @@ def prepare_mining_side(
     out_stats: str | os.PathLike,
     workers: int = 1,
 ) -> ShardPlan:
-    """One side of a mining run: filtered sentences as a sharded text plus its shard plan.
+    """One side of a mining run: ``files`` (one sentence a line, read in order) → filtered
+    sentences as a sharded text plus its shard plan.
 
     Exactly ``n_shards`` shards, as the workflow's DAG expects (with fewer lines than shards some
     are empty, and their jobs are trivial).
@@ -115,6 +115,6 @@ def prepare_mining_side(
     out_text.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".mine_text.", dir=out_text.parent) as tmp:
         filtered = Path(tmp) / "filtered.txt.gz"
-        stats = prepare_sentences(data_root, refs, lang, filters, filtered, out_stats, workers)
+        stats = prepare_sentences(None, files, lang, filters, filtered, out_stats, workers)
         lines = (line for _, line in iter_lines(filtered))
         return write_sharded_text(lines, stats["kept"], n_shards, out_text, out_plan)

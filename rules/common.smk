@@ -119,9 +119,7 @@ def get_mine_text_inputs(wildcards):
 def get_mine_text_params(wildcards):
     spec = MINE_PAIRS[wildcards.pair]
     return {
-        "refs": spec[wildcards.side],
         "lang": wildcards.pair.split("-")[0 if wildcards.side == "src" else 1],
-        "data_root": str(DATA_ROOT),
         "filters": {key: spec[key] for key in ("min_tokens", "max_tokens", "langid")},
     }
 

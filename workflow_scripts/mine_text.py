@@ -6,8 +6,7 @@ from psp.workflow_runtime import setup
 setup(snakemake)
 job = snakemake.params.job
 prepare_mining_side(
-    job["data_root"],
-    job["refs"],
+    snakemake.input,
     job["lang"],
     job["filters"],
     snakemake.params.shards,
