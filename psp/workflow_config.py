@@ -8,7 +8,9 @@ Snakemake. References to data ("refs") are mirror-layout ids such as ``bitext/es
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from psp.corpora import corpus_files
@@ -29,6 +31,26 @@ class ConfigError(ValueError):
 def data_root(mirror: str | None) -> Path:
     """Where imported data lives: the mirror itself, or the workflow's own download area."""
     return Path(mirror) if mirror else Path("results/sources")
+
+
+def staged_root(files: Sequence[str | os.PathLike], relative: Sequence[str | os.PathLike]) -> Path:
+    """The data root a job's input ``files`` lie under, given the same files relative to it.
+
+    Rule scripts find the root this way instead of taking the configured mirror: under a
+    storage plugin a job reads local copies of its inputs, which lie elsewhere.
+
+    Raises:
+        ValueError: a file does not end in its relative path, or the files lie under two roots.
+    """
+    roots = set()
+    for file, rel in zip(files, relative, strict=True):
+        parts, tail = Path(file).parts, Path(rel).parts
+        if parts[-len(tail) :] != tail:
+            raise ValueError(f"input {file} is not {rel} in a data root")
+        roots.add(Path(*parts[: -len(tail)]))
+    if len(roots) != 1:
+        raise ValueError(f"inputs lie under {len(roots)} data roots: {sorted(map(str, roots))}")
+    return roots.pop()
 
 
 def is_mirror_ref(ref: str) -> bool:
@@ -69,6 +91,11 @@ def mirror_files(root: Path, ref: str, languages: list[str] | None = None) -> li
     return [text_file(root, ref)]
 
 
+def refs_files(root: Path, refs: Sequence[str], languages: list[str] | None = None) -> list[Path]:
+    """:func:`mirror_files` of several refs, in order."""
+    return [path for ref in refs for path in mirror_files(root, ref, languages)]
+
+
 def filter_config(spec: dict) -> dict:
     """The filter settings of a model; keys it leaves out take its type's preset (psp.filters)."""
     return dict(spec.get("filters", {}))
@@ -102,6 +129,25 @@ def eval_files(root: Path, plan: dict) -> list[Path]:
         code = tatoeba_code(lang)[1]
         files += [root / "tatoeba" / f"tatoeba.{code}-eng.{side}" for side in (code, "eng")]
     return files
+
+
+def bucc_refs(spec: dict) -> list[str]:
+    """Every ref a ``bucc`` entry's task reads: dev and test gold corpora, then the distractors."""
+    return [spec["dev"], spec["test"], *spec["distractors"]["src"], *spec["distractors"]["tgt"]]
+
+
+def bucc_data(spec: dict, pair: str) -> dict:
+    """The ``psp.mine.bucc.BuccData`` fields of a ``bucc`` entry (files relative to the data root)."""
+    src, tgt = pair.split("-")
+    return {
+        "dev_gold": spec["dev"],
+        "test_gold": spec["test"],
+        "src_lang": src,
+        "tgt_lang": tgt,
+        "src_distractors": tuple(relative_text_file(r) for r in spec["distractors"]["src"]),
+        "tgt_distractors": tuple(relative_text_file(r) for r in spec["distractors"]["tgt"]),
+        "n_distractors": spec["max_distractors"],
+    }
 
 
 def check_references(config: dict) -> None:

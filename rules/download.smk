@@ -1,19 +1,27 @@
 # Without a mirror, every source is downloaded from its upstream URL (resumable, checksummed)
-# and imported into the mirror layout under results/sources/.
+# and imported into the mirror layout under results/sources/. One rule per source: each
+# imports its own set of files, and every one of them is an output.
+#
+# The raw downloads go to results/downloads/ beside the imported data, and are not outputs:
+# Snakemake deletes a failed job's outputs, and a partial download must survive for the rerun
+# to resume it. Under a storage plugin they stay in the job's local copy of results/.
 
+if not MIRROR:
+    for _source in SOURCES.values():
 
-rule fetch_source:
-    output:
-        manifest="results/sources/.manifests/{source}.json",
-    log:
-        "results/logs/fetch_source/{source}.log",
-    conda:
-        "../envs/psp.yaml"
-    resources:
-        downloads=1,
-    params:
-        source="{source}",
-        root=get_source_root,
-        downloads=get_download_root,
-    script:
-        "../workflow_scripts/fetch_source.py"
+        rule:
+            name:
+                rule_name("fetch_source", _source.id)
+            output:
+                manifest=f"results/sources/.manifests/{_source.id}.json",
+                files=[f"results/sources/{out}" for out in _source.outputs],
+            log:
+                f"results/logs/fetch_source/{_source.id}.log",
+            conda:
+                "../envs/psp.yaml"
+            resources:
+                downloads=1,
+            params:
+                source=_source.id,
+            script:
+                "../workflow_scripts/fetch_source.py"

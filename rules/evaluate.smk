@@ -1,12 +1,14 @@
 # STS 2012-16 + STS-B (Table 2), SemEval-2017 (Table 3), Tatoeba (Table 4) for every model,
-# its untrained floor and any configured peer embedder.
+# its untrained floor and any configured peer embedder. Each benchmark's table is an output
+# whether or not the embedder's languages cover it (one they do not is written without rows).
 
 
 rule evaluate_model:
     input:
-        model=lambda wildcards: get_model_outputs(wildcards.model),
+        unpack(lambda wildcards: model_files(f"results/models/{wildcards.model}")),
         data=get_eval_data_inputs,
     output:
+        **eval_tables("results/eval/{model}"),
         tables=report(
             "results/eval/{model}/tables.md",
             caption="../report/tables.rst",
@@ -25,18 +27,20 @@ rule evaluate_model:
         mem_mb=4000,
     params:
         plan=get_eval_params,
-        embedder="psp:results/models/{model}",
     script:
         "../workflow_scripts/evaluate.py"
 
 
 use rule evaluate_model as evaluate_untrained with:
     input:
-        model=lambda wildcards: list(
-            model_files(f"results/models/untrained/{wildcards.model}").values()
+        unpack(
+            lambda wildcards: model_files(
+                f"results/models/untrained/{wildcards.model}"
+            )
         ),
         data=get_eval_data_inputs,
     output:
+        **eval_tables("results/eval/untrained/{model}"),
         tables="results/eval/untrained/{model}/tables.md",
         metrics="results/eval/untrained/{model}/metrics.json",
     log:
@@ -45,13 +49,14 @@ use rule evaluate_model as evaluate_untrained with:
         "results/benchmarks/evaluate_untrained/{model}.tsv"
     params:
         plan=get_eval_params,
-        embedder="psp:results/models/untrained/{model}",
 
 
 use rule evaluate_model as evaluate_peer with:
     input:
+        unpack(get_peer_inputs),
         data=get_eval_data_inputs,
     output:
+        **eval_tables("results/eval/peers/{peer}"),
         tables="results/eval/peers/{peer}/tables.md",
         metrics="results/eval/peers/{peer}/metrics.json",
     log:
@@ -60,4 +65,4 @@ use rule evaluate_model as evaluate_peer with:
         "results/benchmarks/evaluate_peer/{peer}.tsv"
     params:
         plan=get_eval_params,
-        embedder=lambda wildcards: PEERS[wildcards.peer],
+        peer=lambda wildcards: PEERS[wildcards.peer],

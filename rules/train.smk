@@ -1,5 +1,12 @@
 # HDF5 pairs → P-SP model directory (DESIGN §4-5). A rerun after a crash resumes from the
 # last checkpoint in results/train/{model}/checkpoints/.
+#
+# The checkpoints are the one thing a job writes that is not an output, by design: Snakemake
+# deletes a failed job's outputs, and the checkpoints must outlive the crash. The script puts
+# them beside train_log.tsv, wherever the job writes that: in results/train/{model}/ on a
+# shared file system; under a storage plugin, in the job's local copy of that folder, which is
+# never uploaded. So a rerun that finds that local copy (same machine) resumes, while one on
+# a fresh node, e.g. a new Kubernetes pod, trains again from step 0.
 
 
 rule train_model:
@@ -27,8 +34,6 @@ rule train_model:
         mem_mb=4000,
     params:
         train=lambda wildcards: MODELS[wildcards.model].get("train", {}),
-        work_dir="results/train/{model}",
-        data_root=str(DATA_ROOT),
     script:
         "../workflow_scripts/train_model.py"
 

@@ -2,17 +2,39 @@
 
 from pathlib import Path
 
-from psp.evaluate import evaluate_embedder
+from psp import workflow_config as wc
+from psp.evaluate import Sts17Evaluator, StsEvaluator, TatoebaEvaluator, evaluate_embedder
 from psp.evaluate.peers import load_embedder
+from psp.evaluate.tables import write_rows
 from psp.workflow_runtime import setup
+
+
+def embedder_spec(inputs, peer: str | None) -> str:
+    """The embedder's spec (psp.evaluate.peers), naming this job's input files: a model or a
+    checkpoint is an input like the data, so a storage plugin hands over a local copy."""
+    names = inputs.keys()
+    if "config" in names:
+        return f"psp:{Path(inputs.config).parent}"
+    if "checkpoint" in names:
+        return f"original:{inputs.checkpoint}:{inputs.spm}"
+    if "st_model" in names:
+        return f"st:{inputs.st_model}"
+    return peer  # a sentence-transformers model name, looked up in its cache
+
 
 setup(snakemake)
 plan = snakemake.params.plan
 evaluate_embedder(
-    load_embedder(snakemake.params.embedder),
-    plan["data_root"],
+    load_embedder(embedder_spec(snakemake.input, snakemake.params.get("peer"))),
+    wc.staged_root(snakemake.input.data, wc.eval_files(Path(), plan)),
     Path(snakemake.output.tables).parent,
     sts=plan["sts"],
     sts17_tracks=plan["sts17"],
     tatoeba_langs=plan["tatoeba"],
 )
+# Every table is an output: one the plan leaves out gets its header and no rows, which
+# psp.evaluate.tables reads like an absent table.
+for evaluator in (StsEvaluator, Sts17Evaluator, TatoebaEvaluator):
+    table = Path(getattr(snakemake.output, evaluator.table))
+    if not table.exists():
+        write_rows(table, evaluator.columns, [])

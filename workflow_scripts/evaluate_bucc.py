@@ -3,20 +3,21 @@
 from pathlib import Path
 
 import psp
+from psp import workflow_config as wc
 from psp.mine import MineConfig
 from psp.mine.bucc import BuccData, run_bucc
 from psp.workflow_runtime import setup
 
 setup(snakemake)
-job = snakemake.params.job
-data = job["data"] | {
-    "src_distractors": tuple(job["data"]["src_distractors"]),
-    "tgt_distractors": tuple(job["data"]["tgt_distractors"]),
-}
+spec = snakemake.params.job["spec"]
+pair = snakemake.wildcards.bucc
+data_root = wc.staged_root(
+    snakemake.input.data, wc.refs_files(Path(), wc.bucc_refs(spec), pair.split("-"))
+)
 run_bucc(
-    psp.load(job["model"]),
-    job["data_root"],
+    psp.load(Path(snakemake.input.config).parent),
+    data_root,
     Path(snakemake.output.metrics).parent,
-    cfg=MineConfig.from_dict(job["mine"]),
-    data=BuccData(**data),
+    cfg=MineConfig.from_dict(snakemake.params.job["mine"]),
+    data=BuccData(**wc.bucc_data(spec, pair)),
 )

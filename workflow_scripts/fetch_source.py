@@ -1,12 +1,10 @@
-"""Rule fetch_source: download one source (resumable, checksummed) and import it into the layout."""
+"""Rules fetch_source_*: download one source (resumable, checksummed) and import it into the layout."""
 
+from psp import workflow_config as wc
 from psp.sources import SOURCES, fetch_and_import
 from psp.workflow_runtime import setup
 
 setup(snakemake)
-fetch_and_import(
-    SOURCES[snakemake.params.source],
-    snakemake.params.downloads,
-    snakemake.params.root,
-    snakemake.output.manifest,
-)
+source = SOURCES[snakemake.params.source]
+root = wc.staged_root(snakemake.output.files, source.outputs)
+fetch_and_import(source, root.parent / "downloads", root, snakemake.output.manifest)

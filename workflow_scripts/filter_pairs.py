@@ -1,12 +1,15 @@
 """Rule filter_pairs: a model's corpora → clean pairs + filter_stats.json."""
 
+from pathlib import Path
+
+from psp import workflow_config as wc
 from psp.prepare import prepare_pairs
 from psp.workflow_runtime import setup
 
 setup(snakemake)
 job = snakemake.params.job
 prepare_pairs(
-    job["data_root"],
+    wc.staged_root(snakemake.input, wc.refs_files(Path(), job["corpora"], job["languages"])),
     job["type"],
     job["corpora"],
     job["languages"],

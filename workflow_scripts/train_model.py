@@ -2,15 +2,22 @@
 
 from pathlib import Path
 
+from psp import workflow_config as wc
 from psp.evaluate import StsbEvaluator
 from psp.train import TrainConfig, has_checkpoint, train
 from psp.workflow_runtime import setup
 
 setup(snakemake)
 cfg = TrainConfig.from_dict(snakemake.params.train | {"threads": snakemake.threads})
-work_dir = Path(snakemake.params.work_dir)
+# train() writes train_log.tsv, learning_curve.png (both outputs) and checkpoints/ (not one,
+# see rules/train.smk) into one folder.
+work_dir = Path(snakemake.output.log_tsv).parent
 evaluator = (
-    StsbEvaluator.from_dir(snakemake.params.data_root, splits=("dev",)) if cfg.select_best else None
+    StsbEvaluator.from_dir(
+        wc.staged_root(snakemake.input.dev, wc.mirror_files(Path(), "sts/stsb")), splits=("dev",)
+    )
+    if cfg.select_best
+    else None
 )
 train(
     cfg,
