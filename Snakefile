@@ -28,7 +28,6 @@ wildcard_constraints:
     shard=r"\d+",
     qshard=r"\d+",
     dshard=r"\d+",
-    source=_alternatives(wc.ALL_SOURCE_IDS),
 
 
 include: "rules/download.smk"

@@ -20,7 +20,6 @@ from psp.sources import SOURCES
 
 # Evaluation data every eval job reads (STS 2012-16, STS Benchmark, SemEval-2017, Tatoeba).
 EVAL_SOURCE_IDS = ("sts/en", "sts/stsb", "sts/sts17", "tatoeba")
-ALL_SOURCE_IDS = tuple(sorted(SOURCES))
 MIRROR_TOPS = ("bitext", "mono", "paraphrase", "sts", "tatoeba")
 
 

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.skipif(
     shutil.which("rsync") is None, reason="snakemake-storage-plugin-fs copies with rsync"
 )
 
-# The data stage, training, evaluation (with the untrained floor) and the BUCC-style task.
-TARGETS = ["eval_es_en", "bucc_es_en"]
+# The data stage, training, evaluation (with the untrained floor), the BUCC-style task and mining
+# (shard plans, embedding shards, kNN grid and reduce).
+TARGETS = ["eval_es_en", "bucc_es_en", "mine_es_en"]
 
 
 def _files(root):
@@ -71,8 +72,8 @@ def test_every_file_reaches_the_storage(runs):
 
 def test_same_results_as_a_local_run(runs):
     local, stored, _ = runs
-    pairs = "data/es-en/pairs.tsv.gz"
-    assert gzip.open(stored / pairs).read() == gzip.open(local / pairs).read()
+    for pairs in ("data/es-en/pairs.tsv.gz", "mine/es-en/es-en.tsv.gz"):
+        assert gzip.open(stored / pairs).read() == gzip.open(local / pairs).read()
     for name in ("data/es-en/filter_stats.json", "eval/es-en/sts17.csv", "bucc/es-en/bucc.json"):
         assert (stored / name).read_text() == (local / name).read_text()
     for model in ("es-en", "untrained/es-en"):
