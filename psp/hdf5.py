@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -38,7 +37,7 @@ import h5py
 import numpy as np
 from tqdm import tqdm
 
-from psp.io import InputError, atomic_path, iter_raw_lines
+from psp.io import InputError, atomic_path, iter_raw_lines, scratch_dir
 from psp.spm import PieceEncoder, iter_pair_lines
 
 __all__ = ["LAYOUT_VERSION", "PairBatch", "PairReader", "write_pairs"]
@@ -267,9 +266,9 @@ def write_pairs(
 
     with (
         atomic_path(out_h5) as tmp_h5,
-        tempfile.TemporaryDirectory(dir=out_h5.parent, prefix=f".{out_h5.name}.") as tmp_dir,
+        scratch_dir(out_h5) as tmp_dir,
     ):
-        buckets = [Path(tmp_dir) / f"bucket{b:06d}.bin" for b in range(len(sizes))]
+        buckets = [tmp_dir / f"bucket{b:06d}.bin" for b in range(len(sizes))]
         chunks = _iter_encoded_chunks(pairs_tsv_gz, encoder, chunk_pairs, num_threads)
         totals = _scatter(chunks, sizes, buckets, rng, pairs_tsv_gz)
         with h5py.File(tmp_h5, "w") as h5:

@@ -2,14 +2,25 @@
 
 Every output of the pipeline goes through :func:`atomic_path` or :func:`atomic_open`, so a crash
 never leaves a half-written file where a later rule (or a rerun) would take it for done.
+
+Temporaries live next to their output and carry the host and process id in their name
+(``.{name}.{host}-{pid}.{random}``). They are removed when the writer raises, and on SIGTERM
+once :func:`exit_on_sigterm` is installed; a process killed outright (SIGKILL, out of memory)
+cannot clean up, so the next write of the same output removes the temporaries of dead processes
+of this host first (:func:`sweep_stale`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import io
 import os
+import re
+import shutil
+import signal
+import socket
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -20,31 +31,98 @@ class InputError(ValueError):
     """Bad input data; the message names the file (and the line where there is one)."""
 
 
-def _tmp_name(path: Path) -> Path:
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    # mkstemp creates 0600; outputs should get the usual permissions under the process umask.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(name, 0o666 & ~umask)
-    return Path(name)
+def _owner_prefix(path: Path) -> str:
+    return f".{path.name}.{socket.gethostname()}-{os.getpid()}."
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def sweep_stale(path: str | os.PathLike) -> list[Path]:
+    """Remove the temporaries of ``path`` (files or folders) left by dead processes of this host.
+
+    Temporaries of live processes, and of other hosts sharing the file system, are left alone.
+    Returns what was removed.
+    """
+    path = Path(path)
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(.+)-(\d+)\.[^.]+(\.tmp)?")
+    host, removed = socket.gethostname(), []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in path.parent.iterdir():
+            match = pattern.fullmatch(entry.name)
+            if not match or match.group(1) != host or _pid_alive(int(match.group(2))):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
+def output_mode() -> int:
+    """The mode a new file gets under this process's umask (0644 under the usual 022)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            umask = next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+    except (OSError, StopIteration):
+        # os.umask can only be read by setting it; a thread creating a file meanwhile would get
+        # the wrong mode, so this is the fallback where /proc does not say.
+        umask = os.umask(0o022)
+        os.umask(umask)
+    return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def scratch_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary folder next to ``path`` for a writer's intermediate files, removed afterwards
+    (stale ones of dead processes are swept first, as for :func:`atomic_path`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sweep_stale(path)
+    with tempfile.TemporaryDirectory(prefix=_owner_prefix(path), dir=path.parent) as tmp:
+        yield Path(tmp)
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds.
 
-    Use it for writers that want a file name (h5py, numpy, safetensors, matplotlib).
+    Use it for writers that want a file name (h5py, numpy, safetensors, matplotlib). The output
+    gets the mode the umask gives a new file, whatever the writer created (mkstemp and
+    safetensors create 0600, which would keep other users of a shared file system out).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_name(path)
+    sweep_stale(path)
+    fd, name = tempfile.mkstemp(prefix=_owner_prefix(path), suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
         yield tmp
+        os.chmod(tmp, output_mode())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM raise :class:`SystemExit` in the main thread, as SIGINT raises
+    :class:`KeyboardInterrupt`, so ``finally`` blocks and :func:`atomic_path` remove temporaries
+    when a scheduler or a user terminates the process. Call it from the main thread."""
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
 
 
 @contextlib.contextmanager
@@ -66,6 +144,15 @@ def atomic_open(path: str | os.PathLike, mode: str = "wt", encoding: str = "utf-
             else:
                 with io.TextIOWrapper(raw, encoding=encoding, newline="\n") as text:
                     yield text
+
+
+def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def open_binary(path: str | os.PathLike):

@@ -8,14 +8,13 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from psp.corpora import RawPair, iter_pairs, iter_sentences
 from psp.filters import FilterConfig, filter_pairs, filter_sentences
-from psp.io import InputError, iter_lines
+from psp.io import InputError, iter_lines, scratch_dir
 from psp.mine.plan import ShardPlan, write_sharded_text
 
 log = logging.getLogger(__name__)
@@ -113,8 +112,8 @@ def prepare_mining_side(
     """
     out_text = Path(out_text)
     out_text.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".mine_text.", dir=out_text.parent) as tmp:
-        filtered = Path(tmp) / "filtered.txt.gz"
+    with scratch_dir(out_text) as tmp:
+        filtered = tmp / "filtered.txt.gz"
         stats = prepare_sentences(None, files, lang, filters, filtered, out_stats, workers)
         lines = (line for _, line in iter_lines(filtered))
         return write_sharded_text(lines, stats["kept"], n_shards, out_text, out_plan)

@@ -9,6 +9,8 @@ import logging
 import os
 import sys
 
+from psp.io import exit_on_sigterm
+
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -34,7 +36,8 @@ def limit_threads(threads: int) -> None:
 
 
 def setup(smk) -> None:
-    """Route stderr and logging to ``smk.log[0]`` and limit all threads to ``smk.threads``."""
+    """Route stderr and logging to ``smk.log[0]``, limit all threads to ``smk.threads``, and let
+    a SIGTERM (Snakemake cancelling the job, a cluster scheduler) remove the job's temporaries."""
     if smk.log:
         stream = open(smk.log[0], "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives for the job
         sys.stderr = stream
@@ -45,3 +48,4 @@ def setup(smk) -> None:
         force=True,
     )
     limit_threads(getattr(smk, "threads", 1))
+    exit_on_sigterm()
