@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import http.server
 import io
 import json
 import re
 import socket
 import tarfile
-import threading
 import zipfile
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,76 +35,12 @@ from psp.sources import (
 )
 from psp.sources.importers import _selection_sampler
 
-# ---------------------------------------------------------------------------------------------
-# A small file server with HTTP Range support and scripted misbehaviour
-
-
-@dataclass
-class ServerState:
-    files: dict[str, bytes] = field(default_factory=dict)
-    drop_after: int | None = None  # the next response stops after this many body bytes
-    ignore_range: bool = False  # answer 200 with the whole file even when asked for a range
-    fail_next: int = 0  # answer this many requests with 503 first
-    requests: list[tuple[str, str | None, int]] = field(default_factory=list)
-
-
-class RangeHandler(http.server.BaseHTTPRequestHandler):
-    """Serves ``state.files``; each request is recorded before any byte of the answer is sent."""
-
-    def do_GET(self):  # noqa: N802 (http.server naming)
-        state: ServerState = self.server.state
-        body = state.files.get(self.path)
-        wanted = self.headers.get("Range")
-
-        def record(status: int) -> None:
-            state.requests.append((self.path, wanted, status))
-
-        if body is None:
-            record(404)
-            self.send_error(404)
-            return
-        if state.fail_next:
-            state.fail_next -= 1
-            record(503)
-            self.send_error(503)
-            return
-        start, status = 0, 200
-        if wanted and not state.ignore_range:
-            start = int(re.fullmatch(r"bytes=(\d+)-", wanted).group(1))
-            if start >= len(body):
-                record(416)
-                self.send_response(416)
-                self.send_header("Content-Range", f"bytes */{len(body)}")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            status = 206
-        record(status)
-        self.send_response(status)
-        if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-        payload = body[start:]
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if state.drop_after is not None:
-            payload, state.drop_after = payload[: state.drop_after], None
-            self.close_connection = True
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
+from .fileserver import serve
 
 
 @pytest.fixture
 def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RangeHandler)
-    httpd.state = ServerState()
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    httpd.base = f"http://127.0.0.1:{httpd.server_address[1]}"
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+    yield from serve()
 
 
 BODY = bytes(range(256)) * 4096 + b"tail"  # 1 MiB + 4 bytes: several chunks of 64 KiB

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
-from psp.io import atomic_open
-from psp.sources.download import DownloadError, download, fetch, sha256_file
+from psp.io import InputError, atomic_open
+from psp.sources.download import DownloadError, download, fetch, set_aside, sha256_file
 from psp.sources.importers import (
     import_opus_moses_zip,
     import_paranmt,
@@ -35,6 +36,7 @@ from psp.sources.registry import (
     resolve,
     select,
 )
+from psp.sources.verify import DownloadLock
 
 __all__ = [
     "PAPER_LANGUAGES",
@@ -48,6 +50,7 @@ __all__ = [
     "download",
     "fetch",
     "fetch_and_import",
+    "import_downloads",
     "import_opus_moses_zip",
     "import_paranmt",
     "import_semeval2017",
@@ -74,7 +77,7 @@ def fetch_and_import(
     what the workflow waits on, so a source counts as present only once all of it was imported.
     """
     downloaded = fetch(source, download_dir)
-    written = import_source(source, downloaded, out_root, **options)
+    written = import_downloads(source, downloaded, download_dir, out_root, **options)
     record = {
         "source": source.id,
         "format": source.format,
@@ -87,3 +90,29 @@ def fetch_and_import(
     with atomic_open(manifest, "wt") as handle:
         json.dump(record, handle, indent=2)
     return record
+
+
+def import_downloads(
+    source: Source,
+    downloaded: list[Path],
+    download_dir: str | os.PathLike,
+    out_root: str | os.PathLike,
+    **options,
+) -> list[Path]:
+    """:func:`import_source` on what :func:`fetch` returned; a download that fails to import is
+    set aside (``.rejected``, its lock entry dropped) so that the next run fetches it again.
+
+    A file can pass every check of :mod:`psp.sources.verify` and still not be the data set (a
+    different archive under the same URL); without this, every rerun would find it on disk,
+    make no request and fail the same way.
+    """
+    try:
+        return import_source(source, downloaded, out_root, **options)
+    except InputError as err:
+        lock = DownloadLock(download_dir)
+        moved = [set_aside(path, url, lock) for url, path in zip(source.urls, downloaded)]
+        raise InputError(
+            f"{err}\n{source.id}: the download does not import; moved it aside to "
+            f"{', '.join(map(str, moved[:3]))}{' ...' if len(moved) > 3 else ''}: the next run "
+            "downloads it again"
+        ) from err

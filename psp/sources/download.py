@@ -1,9 +1,9 @@
 """Streaming HTTP download that resumes a ``.part`` file with ``Range``, retries transient
-failures, checks sha256 and renames atomically."""
+failures, verifies the file (a pinned sha256, else the lock file and a content check) and renames
+atomically."""
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import logging
 import os
@@ -14,7 +14,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from psp.io import sha256_file
 from psp.sources.registry import Source, SourceError, _mirror_only_message
+from psp.sources.verify import ContentError, DownloadLock, IncompleteContent, check_content
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +35,6 @@ class _Transient(Exception):
     """A failure worth retrying (connection dropped, timeout, 5xx)."""
 
 
-def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(chunk_size):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def download(
     url: str,
     dest: str | os.PathLike,
@@ -50,29 +44,40 @@ def download(
     chunk_size: int = 1 << 20,
     progress: bool = True,
     backoff: float = 2.0,
+    lock: DownloadLock | None = None,
 ) -> Path:
-    """Fetch ``url`` to ``dest``; resumable, retried, checksum-verified, atomic.
+    """Fetch ``url`` to ``dest``; resumable, retried, verified, atomic.
 
     Bytes go to ``dest.part`` first. A ``.part`` left by an earlier attempt (or an earlier run)
     is continued with ``Range: bytes=N-``; a server that answers 200 instead of 206 sends the
     whole file, so the part is restarted. Connection errors, truncated bodies and 5xx answers
-    are retried ``retries`` times with exponential backoff, keeping the ``.part``. A checksum
-    mismatch or a client error (404...) removes the ``.part`` and raises :class:`DownloadError`:
-    nothing is left behind, and ``dest`` only ever appears complete and verified.
+    are retried ``retries`` times with exponential backoff, keeping the ``.part``.
 
-    Returns ``dest``; an existing ``dest`` with the right checksum is kept as is.
+    Before the rename the part is verified: against ``sha256`` when the registry pins one, else
+    against ``lock``'s record of the first download of ``url``, else by :func:`check_content`
+    (and then recorded in ``lock``). A part that is incomplete for its kind (a body cut short
+    without ``Content-Length``) is restarted like a dropped connection; a checksum mismatch, an
+    HTML page or a client error (404...) removes the ``.part`` and raises :class:`DownloadError`.
+    Nothing is left behind, and ``dest`` only ever appears complete and verified.
+
+    Returns ``dest``. An existing ``dest`` is verified the same way and kept if it passes; if it
+    fails, it is moved aside (``.rejected``) and downloaded again.
     """
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
+    expected = {"sha256": sha256} if sha256 is not None else (lock and lock.get(url))
     if dest.exists():
-        if sha256 is None or sha256_file(dest) == sha256:
+        try:
+            _verify(dest, dest.name, expected, lock)
+            _remember(url, dest, expected, lock)
             return dest
-        log.warning("%s: checksum differs from the registry, downloading again", dest)
-        dest.unlink()
+        except ContentError as err:
+            log.warning("%s: %s; moved to %s, downloading again", dest, err, set_aside(dest))
     dest.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(retries + 1):
         try:
             _fetch_to_part(url, part, timeout, chunk_size, progress)
+            _check_part(url, part, dest.name, expected, lock)
             break
         except _Transient as err:
             if attempt == retries:
@@ -82,13 +87,58 @@ def download(
             wait = backoff * 2**attempt
             log.warning("%s: %s; retrying in %.1f s", url, err, wait)
             time.sleep(wait)
-    if sha256 is not None:
-        actual = sha256_file(part)
-        if actual != sha256:
-            part.unlink()
-            raise DownloadError(f"{url}: sha256 mismatch: expected {sha256}, got {actual}")
     os.replace(part, dest)
+    _remember(url, dest, expected, lock)
     return dest
+
+
+def _verify(path: Path, name: str, expected: dict | None, lock: DownloadLock | None) -> None:
+    """Raise :class:`ContentError` unless ``path`` can be trusted as ``name``; ``expected`` is the
+    registry's pin or ``lock``'s entry, and without either the content is checked."""
+    if expected is None:
+        check_content(path, name)
+        return
+    actual = sha256_file(path)
+    if actual == expected["sha256"]:
+        return
+    if "size" not in expected:
+        raise ContentError(f"sha256 mismatch: expected {expected['sha256']}, got {actual}")
+    raise ContentError(
+        f"size {path.stat().st_size} and sha256 {actual} differ from the {expected['size']} bytes "
+        f"and {expected['sha256']} that {lock.path} recorded on its first download; if upstream "
+        "really changed the file, delete its entry there"
+    )
+
+
+def _check_part(
+    url: str, part: Path, name: str, expected: dict | None, lock: DownloadLock | None
+) -> None:
+    """Verify a finished ``.part``: incomplete content is retried from scratch, anything else
+    (a checksum mismatch, an HTML page) is final. A failing part is removed either way."""
+    try:
+        _verify(part, name, expected, lock)
+    except IncompleteContent as err:
+        part.unlink()
+        raise _Transient(f"{err}; restarting") from err
+    except ContentError as err:
+        part.unlink()
+        raise DownloadError(f"{url}: {err}") from err
+
+
+def _remember(url: str, path: Path, expected: dict | None, lock: DownloadLock | None) -> None:
+    """Record a file that passed without a pin or entry, so later runs hold it to these bytes."""
+    if lock is not None and expected is None:
+        lock.record(url, path, path.stat().st_size, sha256_file(path))
+
+
+def set_aside(path: Path, url: str | None = None, lock: DownloadLock | None = None) -> Path:
+    """Move a download that cannot be used to ``<name>.rejected`` (kept for inspection, out of
+    the way of the next download) and drop its lock entry, which described those bytes."""
+    aside = path.with_name(path.name + ".rejected")
+    os.replace(path, aside)
+    if lock is not None and url is not None:
+        lock.forget(url)
+    return aside
 
 
 def _fetch_to_part(url: str, part: Path, timeout: float, chunk_size: int, progress: bool) -> None:
@@ -149,13 +199,15 @@ def _fetch_to_part(url: str, part: Path, timeout: float, chunk_size: int, progre
 def fetch(source: Source, download_dir: str | os.PathLike, **kwargs) -> list[Path]:
     """Download every file of ``source`` into ``download_dir/{source.id}/``; returns the paths.
 
-    Each file is checked against its pinned checksum, if any; ``kwargs`` go to :func:`download`.
+    Each file is checked against its pinned checksum, or else against ``downloads.lock.json`` in
+    ``download_dir`` (see :mod:`psp.sources.verify`); ``kwargs`` go to :func:`download`.
     """
     if source.format == "github-raw":
         raise SourceError(_mirror_only_message(source))
     folder = Path(download_dir) / source.id
     sums = {**source.checksums, source.url: source.sha256}
+    lock = DownloadLock(download_dir)
     return [
-        download(url, folder / url.rsplit("/", 1)[-1], sha256=sums.get(url), **kwargs)
+        download(url, folder / url.rsplit("/", 1)[-1], sha256=sums.get(url), lock=lock, **kwargs)
         for url in source.urls
     ]
