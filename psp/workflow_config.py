@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from psp.corpora import corpus_files
@@ -169,3 +169,41 @@ def check_references(config: dict) -> None:
                 raise ConfigError(
                     f"{section}.{pair}: model {model!r} covers {models[model]['languages']}, not {sorted(missing)}"
                 )
+
+
+def config_refs(config: dict) -> Iterator[tuple[str, str]]:
+    """``(key, ref)`` for every data ref of a config: training corpora, mining text, BUCC sets."""
+    for name, spec in config["models"].items():
+        for ref in spec["corpora"]:
+            yield f"models.{name}.corpora", ref
+    for pair, spec in config.get("mining", {}).items():
+        for side in ("src", "tgt"):
+            for ref in spec[side]:
+                yield f"mining.{pair}.{side}", ref
+    for pair, spec in config.get("bucc", {}).items():
+        for key in ("dev", "test"):
+            yield f"bucc.{pair}.{key}", spec[key]
+        for side in ("src", "tgt"):
+            for ref in spec["distractors"][side]:
+                yield f"bucc.{pair}.distractors.{side}", ref
+
+
+def check_downloadable(source_id: str, config: dict) -> None:
+    """Refuse to plan the download of a set that only a data mirror provides.
+
+    Those sets were merged, deduplicated and decontaminated by the mirror itself, so no download
+    reproduces them: their fetch jobs could only fail, after everything before them had run.
+    The error names every such set the config reads, and the fix.
+    """
+    if SOURCES[source_id].format != "github-raw":
+        return
+    needed = [
+        f"{key}: {ref}"
+        for key, ref in config_refs(config)
+        if is_mirror_ref(ref) and SOURCES[source_of(ref)].format == "github-raw"
+    ]
+    raise ConfigError(
+        f"mirror is null, but {source_id} exists only in a data mirror (see its SOURCES.md), "
+        f"as do these sets of the config: {'; '.join(needed)}. Run with --config mirror=DIR "
+        "(the mirror, e.g. ../shared/data), or leave these sets out of the config"
+    )

@@ -54,6 +54,17 @@ def get_eval_data_inputs(wildcards):
     return [str(path) for path in wc.eval_files(DATA_ROOT, get_eval_params(wildcards))]
 
 
+def get_fetch_inputs(source_id):
+    """A fetch rule's input function: none, but a set only a mirror provides stops the DAG
+    here, before any job runs, with a message naming the sets and the fix."""
+
+    def inputs(wildcards):
+        wc.check_downloadable(source_id, config)
+        return []
+
+    return inputs
+
+
 # ---- models -------------------------------------------------------------------------------
 
 

@@ -4,7 +4,8 @@
 #
 # The raw downloads go to results/downloads/ beside the imported data, and are not outputs:
 # Snakemake deletes a failed job's outputs, and a partial download must survive for the rerun
-# to resume it. Under a storage plugin they stay in the job's local copy of results/.
+# to resume it. Under a storage plugin they stay in the job's local copy of results/. A set only
+# a mirror provides has a rule too, whose input function stops the DAG naming the fix.
 
 if not MIRROR:
     for _source in SOURCES.values():
@@ -12,6 +13,8 @@ if not MIRROR:
         rule:
             name:
                 rule_name("fetch_source", _source.id)
+            input:
+                get_fetch_inputs(_source.id),
             output:
                 manifest=f"results/sources/.manifests/{_source.id}.json",
                 files=[f"results/sources/{out}" for out in _source.outputs],
