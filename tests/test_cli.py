@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 
 from psp.cli import main
+from psp.cli.embed import HEADER_BYTES
+from psp.cli.streaming import overlapped
+from psp.io import InputError
 from psp.model import PSPModel
 
 DIM = 24
@@ -127,3 +130,79 @@ def test_missing_model_is_clear_error(tmp_path, capsys):
     args = ["embed", "--model", str(tmp_path / "nope"), "--input", str(src), "--output", "x.npy"]
     assert main(args) == 2
     assert "nope: model directory not found" in capsys.readouterr().err
+
+
+def test_embed_output_larger_than_a_batch_and_empty_input(model, model_dir, news, tmp_path):
+    """The header written before the row count is known is patched to the final count."""
+    src = tmp_path / "sents.txt"
+    src.write_text("\n".join(news[:1234]) + "\n", encoding="utf-8")
+    out = tmp_path / "embs.npy"
+    args = ["embed", "--model", str(model_dir), "--input", str(src), "--output", str(out)]
+    assert main([*args, "--batch-size", "100"]) == 0
+    mapped = np.load(out, mmap_mode="r")
+    assert mapped.shape == (1234, DIM) and mapped.offset == HEADER_BYTES
+    np.testing.assert_allclose(mapped, model.embed(news[:1234]), rtol=1e-6)
+
+    src.write_text("", encoding="utf-8")
+    assert main(args) == 0
+    assert np.load(out).shape == (0, DIM)
+
+
+def test_overlapped_runs_in_order_and_raises_either_side():
+    seen = []
+    overlapped(range(50), seen.append, depth=2)
+    assert seen == list(range(50))
+
+    def produce():
+        yield 1
+        raise InputError("bad line")
+
+    with pytest.raises(InputError, match="bad line"):
+        overlapped(produce(), lambda item: None)
+
+    def consume(item):
+        if item == 3:
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        overlapped(range(1000), consume, depth=2)
+
+
+def test_score_to_a_reader_that_stops_early_ends_quietly(model_dir, news, tmp_path):
+    """``psp score ... | head -1``: no BrokenPipeError traceback, the status of SIGPIPE."""
+    src = tmp_path / "pairs.tsv"
+    src.write_text(pairs_text(news, 1500), encoding="utf-8")  # far more than a pipe holds
+    cmd = [*CLI, "score", "--model", str(model_dir), "--input", str(src), "--output", "-"]
+    proc = subprocess.Popen(
+        [*cmd, "--batch-size", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout.readline().count(b"\t") == 2
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 141
+    assert b"Traceback" not in proc.stderr.read()
+
+
+HEAVY = ("torch", "faiss", "numpy", "scipy", "matplotlib", "h5py", "sentencepiece", "tqdm")
+
+
+def imported_modules(code: str) -> set[str]:
+    """Top-level packages a fresh interpreter imports to run ``code`` (``-X importtime``)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True
+    )
+    names = (line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line)
+    return {name.split(".")[0] for name in names}
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import psp",
+        "import psp.cli",
+        "from psp.cli import main; main(['--help'])",
+        "from psp.cli import main; main(['embed', '--model'])",
+        "from psp.cli import main; main(['score', '--help'])",
+    ],
+)
+def test_cli_starts_without_heavy_imports(code):
+    assert not imported_modules(code) & set(HEAVY), code

@@ -1,6 +1,11 @@
-"""The ``psp`` command. Each subcommand lives in its own module with a ``register(subparsers)``.
+"""The ``psp`` command. Each subcommand lives in its own module with ``NAME``, ``HELP`` and a
+``register(subparsers)``.
 
 Adding a command means adding a module to ``COMMANDS``; nothing else here changes.
+
+The command starts at once: only the subcommand on the command line is registered in full (its
+options may need defaults from heavy packages), the others are listed by name and help alone,
+and every module imports torch, Faiss, numpy and the like inside the functions that use them.
 """
 
 from __future__ import annotations
@@ -8,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from psp.io import InputError
@@ -15,7 +21,14 @@ from psp.io import InputError
 COMMANDS = ["embed", "score", "convert", "train", "evaluate", "mine", "data"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def requested_command(argv: list[str]) -> str | None:
+    """The subcommand word of ``argv``: its first argument that is not an option (``psp`` has
+    no option taking a value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``psp`` parser, with the options of ``command`` (``None``: of no command)."""
     parser = argparse.ArgumentParser(
         prog="psp",
         description="P-SP sentence embeddings: embed, score, train, evaluate, mine bitext.",
@@ -23,18 +36,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"psp.cli.{name}")
-        except ModuleNotFoundError as err:
-            if err.name == f"psp.cli.{name}":
-                continue
-            raise
-        module.register(subparsers)
+        module = importlib.import_module(f"psp.cli.{name}")
+        if module.NAME == command:
+            module.register(subparsers)
+        else:
+            subparsers.add_parser(module.NAME, help=module.HELP)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(requested_command(argv)).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -44,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"psp {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (``psp score ... | head``): stop quietly with the status of a
+        # process killed by SIGPIPE, as cat does, and point stdout at /dev/null so the flush
+        # at interpreter exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import argparse
 
+NAME = "convert-original"
+HELP = "convert an original P-SP checkpoint (.pt + SentencePiece model) to a model dir"
+
 
 def run(args: argparse.Namespace) -> int:
     from psp.convert import convert_original
@@ -20,11 +23,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "convert-original",
-        help="convert an original P-SP checkpoint (.pt + SentencePiece model) to a model dir",
-        description=__doc__.splitlines()[0],
-    )
+    parser = subparsers.add_parser(NAME, help=HELP, description=__doc__.splitlines()[0])
     parser.add_argument("ckpt", help="original torch.save checkpoint (.pt); it is unpickled")
     parser.add_argument("spm", help="the SentencePiece .model the checkpoint was trained with")
     parser.add_argument("out_dir", help="output model directory")

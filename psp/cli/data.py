@@ -7,16 +7,21 @@ import functools
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from psp import sources
+if TYPE_CHECKING:
+    from psp import sources
 
 log = logging.getLogger(__name__)
+
+NAME = "data"
+HELP = "list, download and import data sources"
 
 _NO_CAP = -1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("data", help="list, download and import data sources")
+    parser = subparsers.add_parser(NAME, help=HELP)
     commands = parser.add_subparsers(dest="data_command", required=True)
 
     listing = commands.add_parser("list", help="registered sources under an id prefix")
@@ -62,6 +67,8 @@ def _reported(func):
 
     @functools.wraps(func)
     def run(args: argparse.Namespace) -> int:
+        from psp import sources
+
         try:
             return func(args)
         except (sources.DownloadError, sources.SourceError) as err:
@@ -72,6 +79,8 @@ def _reported(func):
 
 
 def _list(args: argparse.Namespace) -> int:
+    from psp import sources
+
     chosen = sources.select(args.prefix) if args.prefix else sources.SOURCES.values()
     for source in chosen:
         print(f"{source.id}\t{source.format}\t{source.url}")
@@ -79,6 +88,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _download(args: argparse.Namespace) -> int:
+    from psp import sources
+
     chosen = [s for prefix in args.prefixes for s in sources.select(prefix)]
     for source in chosen:
         paths = sources.fetch(source, args.downloads, retries=args.retries, timeout=args.timeout)
@@ -88,6 +99,8 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from psp import sources
+
     source = sources.SOURCES.get(args.source)
     if source is None:
         sources.select(args.source)  # raises with the known groups

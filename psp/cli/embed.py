@@ -1,9 +1,10 @@
 """``psp embed``: one embedding row per input line, written as a real ``.npy`` file.
 
-The output ``.npy`` header is sized up front, the rows are appended batch by batch and the file
-is renamed into place at the end, so memory stays at one batch whatever the input size, and a
-crash leaves no truncated array behind. Sizing up front needs the line count, so ``-`` (stdin) is first spooled to
-a temporary file next to the output.
+Rows stream into the output: a ``.npy`` header with room for any row count goes first, the rows
+follow batch by batch, and the header gets the final count when the input ends. The input
+(stdin too) is read once, memory stays at a few batches whatever its size, and tokenising
+overlaps pooling and writing (see :mod:`psp.cli.streaming`). The file is written next to the
+output and renamed into place at the end, so a crash leaves no truncated array behind.
 
 Example:
     psp embed --model results/models/es-en --input sents.txt --output embs.npy --threads 8
@@ -12,96 +13,96 @@ Example:
 from __future__ import annotations
 
 import argparse
-import shutil
+import struct
 import sys
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
-from tqdm.auto import tqdm
+from psp.cli.streaming import iter_batches, iter_input_lines, overlapped
+from psp.io import atomic_path
 
-from psp.io import InputError, atomic_path, iter_lines, iter_raw_lines
+NAME = "embed"
+HELP = "embed one sentence per line into a .npy matrix"
 
-STDIN = "-"
-
-
-def iter_batches(lines: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
-    """Group ``(line_number, text)`` items into lists of ``size`` (the last may be shorter)."""
-    batch: list[tuple[int, str]] = []
-    for item in lines:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+# Length of the .npy header written here: room for any row count, and a multiple of 64, the
+# alignment numpy gives its own headers.
+HEADER_BYTES = 128
 
 
-def count_lines(path: str | Path) -> int:
-    return sum(1 for _ in iter_raw_lines(path))
+def npy_header(descr: str, shape: tuple[int, int]) -> bytes:
+    """A ``.npy`` format 1.0 header of exactly :data:`HEADER_BYTES` bytes, so the one written
+    before the row count is known can be overwritten in place by the final one."""
+    text = repr({"descr": descr, "fortran_order": False, "shape": shape}).encode("latin1")
+    body = text.ljust(HEADER_BYTES - 11) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(body)) + body
 
 
-def embed_file(
+def embed_lines(
     model,
-    input_path: str | Path,
+    lines: Iterable[tuple[int, str]],
     output: str | Path,
     batch_size: int,
-    threads: int | None,
+    threads: int,
     float16: bool,
 ) -> int:
-    """Embed every line of ``input_path`` into ``output`` (``.npy``); returns the row count."""
-    n = count_lines(input_path)
+    """Embed ``(line_number, text)`` items into ``output`` (``.npy``); returns the row count."""
+    import numpy as np
+    from tqdm.auto import tqdm
+
     dtype = np.dtype(np.float16 if float16 else np.float32)
-    # One reused float32 buffer, appended to the file batch by batch: fresh output memory (a
-    # memory map, or a new array per batch) costs a page fault per 4 KiB on first touch, a
+    descr = np.lib.format.dtype_to_descr(dtype)
+    # Reused buffers: fresh output memory costs a page fault per 4 KiB on first touch, a
     # sizeable share of the time at 1024 dims.
-    buffer = np.empty((min(batch_size, max(n, 1)), model.dim), dtype=np.float32)
-    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False}
-    with atomic_path(output) as tmp, open(tmp, "wb") as handle:
-        np.lib.format.write_array_header_1_0(handle, {**header, "shape": (n, model.dim)})
-        with tqdm(total=n, unit="sent", desc="embed", disable=None) as bar:
-            for batch in iter_batches(iter_lines(input_path), batch_size):
-                texts = [text for _, text in batch]
-                rows = buffer[: len(texts)]
-                model.embed(
-                    texts, batch_size=batch_size, num_threads=threads, show_progress=False, out=rows
-                )
-                rows.astype(dtype, copy=False).tofile(handle)
-                bar.update(len(texts))
-    return n
+    pooled = np.empty((batch_size, model.dim), dtype=np.float32)
+    written = pooled if dtype == pooled.dtype else np.empty(pooled.shape, dtype=dtype)
+    rows = 0
+
+    def encode(batch: list[tuple[int, str]]):
+        return model.encoder.encode([text for _, text in batch], num_threads=threads)
+
+    with (
+        atomic_path(output) as tmp,
+        open(tmp, "wb") as handle,
+        tqdm(unit="sent", desc="embed", disable=None) as bar,
+    ):
+
+        def pool_and_write(encoded) -> None:
+            nonlocal rows
+            ids, offsets = encoded
+            n = len(offsets) - 1
+            model.pool(ids, offsets, pooled[:n])
+            if written is not pooled:
+                np.copyto(written[:n], pooled[:n])
+            written[:n].tofile(handle)
+            rows += n
+            bar.update(n)
+
+        handle.write(npy_header(descr, (0, model.dim)))
+        overlapped(map(encode, iter_batches(lines, batch_size)), pool_and_write)
+        handle.seek(0)
+        handle.write(npy_header(descr, (rows, model.dim)))
+    return rows
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from psp.model import load
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     model = load(args.model)
+    threads = args.threads or torch.get_num_threads()
     output = Path(args.output)
-    if args.input != STDIN:
-        n = embed_file(model, args.input, output, args.batch_size, args.threads, args.float16)
-    else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(
-            dir=output.parent, prefix=".stdin.", suffix=".txt"
-        ) as spool:
-            shutil.copyfileobj(sys.stdin.buffer, spool)
-            spool.flush()
-            try:
-                n = embed_file(
-                    model, spool.name, output, args.batch_size, args.threads, args.float16
-                )
-            except InputError as err:
-                raise InputError(str(err).replace(spool.name, "<stdin>")) from err
+    n = embed_lines(
+        model, iter_input_lines(args.input), output, args.batch_size, threads, args.float16
+    )
     print(f"wrote {n} x {model.dim} embeddings to {output}", file=sys.stderr)
     return 0
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "embed",
-        help="embed one sentence per line into a .npy matrix",
-        description=__doc__.splitlines()[0],
-    )
+    parser = subparsers.add_parser(NAME, help=HELP, description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="model directory")
     parser.add_argument(
         "--input", required=True, help="UTF-8 text, one sentence per line (.gz ok, - for stdin)"

@@ -10,14 +10,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from psp.evaluate.sts17 import STS17_TRACKS
-from psp.evaluate.tatoeba import TATOEBA_LANGUAGES
+NAME = "eval"
+HELP = "evaluate embedders (STS 2012-16, STS-B, STS17, Tatoeba)"
 
 
 def register(subparsers) -> None:
+    from psp.evaluate.sts17 import STS17_TRACKS
+    from psp.evaluate.tatoeba import TATOEBA_LANGUAGES
+
     parser = subparsers.add_parser(
-        "eval",
-        help="evaluate embedders (STS 2012-16, STS-B, STS17, Tatoeba)",
+        NAME,
+        help=HELP,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -12,15 +12,19 @@ import logging
 import shutil
 from pathlib import Path
 
-from psp.mine.config import MARGINS, RETRIEVALS, IndexConfig, MineConfig
-
 log = logging.getLogger(__name__)
+
+NAME = "mine"
+HELP = "mine parallel sentences (margin-scored kNN) from two text files"
 
 
 def register(subparsers) -> None:
+    # For the defaults: importing psp.mine loads torch and Faiss, paid by `psp mine` alone.
+    from psp.mine.config import MARGINS, RETRIEVALS, IndexConfig, MineConfig
+
     parser = subparsers.add_parser(
-        "mine",
-        help="mine parallel sentences (margin-scored kNN) from two text files",
+        NAME,
+        help=HELP,
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -82,6 +86,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     import psp
     from psp.io import InputError
+    from psp.mine.config import IndexConfig, MineConfig
     from psp.mine.pipeline import check_model_languages, mine_files
 
     try:

@@ -1,8 +1,10 @@
 """``psp score``: append the cosine similarity of each ``sent1<TAB>sent2`` line.
 
 Each input line is echoed unchanged with ``<TAB>{cosine:.6f}`` appended, so the output lines up
-with the input for any downstream tool. Lines are read, scored and written in batches (memory is
-one batch); a file output appears only once complete.
+with the input for any downstream tool. Lines stream through in batches: memory is a few
+batches whatever the input size, and tokenising overlaps pooling and writing (see
+:mod:`psp.cli.streaming`). A file output appears only once complete; on stdout, a reader that
+stops early (``| head``) ends the command quietly.
 
 Example:
     psp score --model results/models/es-en --input pairs.tsv --output scored.tsv
@@ -13,25 +15,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Iterator
 
-from psp.cli.embed import STDIN, iter_batches
-from psp.io import InputError, atomic_open, iter_lines
+from psp.cli.streaming import STDIN, iter_batches, iter_input_lines, overlapped
+from psp.io import InputError, atomic_open
 
-
-def iter_input_lines(spec: str) -> Iterator[tuple[int, str]]:
-    """``(line_number, text)`` of a UTF-8 file (plain or ``.gz``), or of stdin when ``spec`` is ``-``.
-
-    Invalid UTF-8 is an :class:`InputError` naming the file (``<stdin>``) and the line.
-    """
-    if spec != STDIN:
-        yield from iter_lines(spec)
-        return
-    for lineno, raw in enumerate(sys.stdin.buffer, start=1):
-        try:
-            yield lineno, raw.rstrip(b"\r\n").decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise InputError(f"<stdin>:{lineno}: invalid UTF-8 ({err.reason})") from err
+NAME = "score"
+HELP = "cosine similarity of sentence pairs (sent1<TAB>sent2 per line)"
 
 
 def split_pair(line: str, where: str) -> tuple[str, str]:
@@ -41,42 +30,55 @@ def split_pair(line: str, where: str) -> tuple[str, str]:
     return fields[0], fields[1]
 
 
-def score_lines(model, spec: str, out, batch_size: int, threads: int | None) -> int:
+def score_lines(model, spec: str, out, batch_size: int, threads: int) -> int:
     """Score every line of ``spec`` into the text stream ``out``; returns the number of pairs."""
+    import numpy as np
+
+    from psp.model import row_cosines
+
     name = "<stdin>" if spec == STDIN else spec
-    n = 0
-    for batch in iter_batches(iter_input_lines(spec), batch_size):
-        pairs = [split_pair(line, f"{name}:{lineno}") for lineno, line in batch]
-        cosines = model.score(
-            [a for a, _ in pairs], [b for _, b in pairs], batch_size=batch_size, num_threads=threads
-        )
-        out.writelines(
-            f"{line}\t{cos:.6f}\n" for (_, line), cos in zip(batch, cosines, strict=True)
-        )
-        n += len(batch)
-    return n
+    pooled = [np.empty((batch_size, model.dim), dtype=np.float32) for _ in range(2)]
+    pairs = 0
+
+    def encode(batch: list[tuple[int, str]]):
+        sides = list(zip(*(split_pair(line, f"{name}:{lineno}") for lineno, line in batch)))
+        return batch, [model.encoder.encode(side, num_threads=threads) for side in sides]
+
+    def pool_and_write(item) -> None:
+        nonlocal pairs
+        batch, encoded = item
+        n = len(batch)
+        a, b = (model.pool(ids, offsets, rows[:n]) for (ids, offsets), rows in zip(encoded, pooled))
+        cosines = row_cosines(a, b)
+        out.writelines(f"{line}\t{cos:.6f}\n" for (_, line), cos in zip(batch, cosines))
+        pairs += n
+
+    overlapped(map(encode, iter_batches(iter_input_lines(spec), batch_size)), pool_and_write)
+    out.flush()  # here, so a reader that went away shows up as BrokenPipeError (see psp.cli)
+    return pairs
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from psp.model import load
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     model = load(args.model)
+    threads = args.threads or torch.get_num_threads()
     with contextlib.ExitStack() as stack:
         if args.output == STDIN:
             out = sys.stdout
         else:
             out = stack.enter_context(atomic_open(args.output, "wt"))
-        n = score_lines(model, args.input, out, args.batch_size, args.threads)
+        n = score_lines(model, args.input, out, args.batch_size, threads)
     print(f"scored {n} pairs", file=sys.stderr)
     return 0
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "score",
-        help="cosine similarity of sentence pairs (sent1<TAB>sent2 per line)",
-        description=__doc__.splitlines()[0],
-    )
+    parser = subparsers.add_parser(NAME, help=HELP, description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="model directory")
     parser.add_argument(
         "--input", required=True, help="sent1<TAB>sent2 lines (.gz ok, - for stdin)"

@@ -9,6 +9,9 @@ from pathlib import Path
 
 from psp.io import InputError
 
+NAME = "train"
+HELP = "train a P-SP model"
+
 # Flags that override single config values: (flag, config key, type).
 _OVERRIDES = [
     ("--epochs", "epochs", int),
@@ -26,8 +29,8 @@ _OVERRIDES = [
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "train",
-        help="train a P-SP model",
+        NAME,
+        help=HELP,
         description=__doc__,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
