@@ -42,3 +42,12 @@ def spm_path(news, tmp_path_factory) -> Path:
     from psp.spm import train_spm
 
     return train_spm(news, tmp_path_factory.mktemp("spm") / "en.model", vocab_size=500)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(spm_path, tmp_path_factory) -> Path:
+    """An untrained es-en model directory (dim 16) over :func:`spm_path`: real files, loads fast."""
+    from psp.model import PSPModel
+
+    model = PSPModel.from_spm(spm_path, dim=16, languages=["es", "en"])
+    return model.save(tmp_path_factory.mktemp("model") / "es-en")

@@ -93,7 +93,8 @@ def _download(args: argparse.Namespace) -> int:
     chosen = [s for prefix in args.prefixes for s in sources.select(prefix)]
     for source in chosen:
         paths = sources.fetch(source, args.downloads, retries=args.retries, timeout=args.timeout)
-        written = sources.import_source(source, paths, args.out, **_options(args, source))
+        options = _options(args, source)
+        written = sources.import_downloads(source, paths, args.downloads, args.out, **options)
         log.info("%s: %d file(s) under %s", source.id, len(written), args.out)
     return 0
 

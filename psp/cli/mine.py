@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -77,8 +76,9 @@ def register(subparsers) -> None:
         "--work-dir",
         type=Path,
         default=None,
-        help="shards and kNN parts, kept for reuse (default: <output>.work, removed on success; "
-        "a rerun after a failure resumes there)",
+        help="shards and kNN parts, kept for reuse by a run with the same model, inputs and "
+        "settings (default: <output>.work, removed on success or bad input; a rerun after a "
+        "crash resumes there)",
     )
     parser.set_defaults(func=run)
 
@@ -110,17 +110,8 @@ def run(args: argparse.Namespace) -> int:
     model = psp.load(args.model)
     if args.src_lang:
         check_model_languages(model, args.src_lang, args.tgt_lang, args.model)
-    work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")
     stats = mine_files(
-        model,
-        args.src_file,
-        args.tgt_file,
-        cfg,
-        args.output,
-        work_dir,
-        model_id=str(args.model.resolve()),
+        model, args.src_file, args.tgt_file, cfg, args.output, args.work_dir, model_dir=args.model
     )
-    if args.work_dir is None:  # the default work dir only serves a rerun after a failure
-        shutil.rmtree(work_dir)
     print(f"kept {stats['kept']} of {stats['candidates']} candidates -> {args.output}")
     return 0

@@ -8,7 +8,10 @@ and m_y the mean cosine of y's k nearest sources. Then
 - ``absolute``: c
 
 Dividing by the neighbourhood density penalises "hub" sentences that are close to everything,
-which raw cosine does not. Candidates are the k neighbours already found; their cosine is read
+which raw cosine does not. The ratio is only defined for a positive density: a candidate whose
+two neighbourhoods have a mean cosine of 0 or less (a sentence no closer to its neighbours than
+to noise, such as an empty one embedded as a zero vector) scores ``-inf``, so it is never kept,
+instead of being inflated without bound by a tiny or negative denominator. Candidates are the k neighbours already found; their cosine is read
 from the kNN lists, so no embedding is touched again here.
 """
 
@@ -34,9 +37,8 @@ def margin_score(
     """Score candidate cosines given the two neighbourhood means (arrays broadcast)."""
     denom = (mean_x + mean_y) / 2
     if kind == "ratio":
-        # Neighbourhoods with mean cosine <= 0 only occur with degenerate embeddings (e.g. empty
-        # sentences); a floor keeps their scores finite instead of dividing by ~0.
-        return cos / np.maximum(denom, 1e-6)
+        defined = denom > 0
+        return np.where(defined, cos / np.where(defined, denom, 1), -np.inf).astype(np.float32)
     if kind == "distance":
         return cos - denom
     if kind == "absolute":

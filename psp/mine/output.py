@@ -56,6 +56,7 @@ def write_mined(
     stats_json: str | os.PathLike,
     histogram_png: str | os.PathLike | None = None,
     timings: dict[str, float] | None = None,
+    inputs: dict | None = None,
 ) -> dict:
     """Score candidates, apply retrieval and threshold, and write the three outputs atomically.
 
@@ -64,6 +65,8 @@ def write_mined(
         fwd, bwd: global kNN lists (``reduce_parts`` / ``load_knn``).
         cfg: k, margin, retrieval and threshold.
         timings: seconds per earlier stage, copied into ``stats.json``.
+        inputs: what ``stats.json`` says about the inputs, when the texts are a prepared copy of
+            them (the input files, the blank lines left out); by default, the texts' names.
 
     Returns the stats dict written to ``stats_json``.
     """
@@ -79,8 +82,7 @@ def write_mined(
         ):
             out.write(f"{score:.4f}\t{src_lines[i]}\t{tgt_lines[j]}\n")
     stats = {
-        "src_file": str(src_text),
-        "tgt_file": str(tgt_text),
+        **(inputs or {"src_file": str(src_text), "tgt_file": str(tgt_text)}),
         "n_src": len(fwd[0]),
         "n_tgt": len(bwd[0]),
         "k": cfg.k,

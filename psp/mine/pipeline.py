@@ -2,14 +2,14 @@
 
 ``mine_files`` (behind ``psp mine``) and ``mine_texts`` call exactly the functions the workflow
 rules call (``shard_text_file``, ``embed_shard``, ``train_index``, ``fill_index``,
-``knn_shard_pair``, ``reduce_parts``, ``write_mined``), so the two paths cannot drift apart. Shard outputs in ``work_dir`` are atomic, so a rerun resumes by
-skipping the ones already there; ``manifest.json`` guards against resuming someone else's run.
+``knn_shard_pair``, ``reduce_parts``, ``write_mined``), so the two paths cannot drift apart.
+Shard outputs in the work dir are atomic, so a rerun resumes by skipping the ones already there;
+:mod:`psp.mine.workdir` decides when a work dir may be reused, locks it and cleans it up.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -26,8 +26,12 @@ from psp.mine.margin import score_pairs
 from psp.mine.output import write_mined
 from psp.mine.plan import ShardPlan, load_plan, shard_text_file
 from psp.mine.shards import embed_shard
+from psp.mine.workdir import claimed, fingerprint
+from psp.model import CONFIG_NAME, SPM_NAME, WEIGHTS_NAME
 
 log = logging.getLogger(__name__)
+
+MODEL_FILES = (CONFIG_NAME, SPM_NAME, WEIGHTS_NAME)
 
 
 def check_model_languages(model, src: str, tgt: str, model_path: str | os.PathLike) -> None:
@@ -124,54 +128,32 @@ def run_knn(
     return reduce_parts(parts, cfg.k, src_plan, tgt_plan)
 
 
-def _identity(path) -> dict:
-    """What a resumed run must find unchanged about an input file."""
-    st = os.stat(path)
-    return {"path": str(Path(path).resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def _check_manifest(work_dir: Path, manifest: dict) -> None:
-    path = work_dir / "manifest.json"
-    if path.exists():
-        previous = json.loads(path.read_text())
-        if previous != manifest:
-            raise InputError(
-                f"{path}: work dir holds a run with other inputs or settings; use an empty work dir"
-            )
-    else:
-        with atomic_open(path, "wt") as out:
-            json.dump(manifest, out, indent=2)
-
-
 def knn_for_files(
-    model, src_path, tgt_path, cfg: MineConfig, work_dir, model_id: str = ""
-) -> tuple[KNN, KNN, dict]:
-    """Embed both corpora in shards and compute the global two-way kNN; returns timings too.
+    model, src_path, tgt_path, cfg: MineConfig, work_dir
+) -> tuple[KNN, KNN, dict, dict[str, tuple[Path, ShardPlan]]]:
+    """Embed both corpora in shards and compute the global two-way kNN.
 
-    ``model_id`` (e.g. the model directory) is recorded in the work dir's manifest so that shards
-    embedded by another model are never reused.
+    Returns ``fwd``, ``bwd``, the timings, and each side's sharded text and plan (row ``i`` of
+    the kNN lists is line ``i`` of that text: blank input lines are not in it).
     """
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    manifest = {
-        "src_file": _identity(src_path),
-        "tgt_file": _identity(tgt_path),
-        "model": model_id,
-        **{key: getattr(cfg, key) for key in ("k", "n_shards", "float16")},
-        "index": dataclasses.asdict(cfg.index) if cfg.index else None,
-    }
-    _check_manifest(work_dir, manifest)
     t0 = time.perf_counter()
-    src_text, src_plan = prepare_side(src_path, cfg, work_dir, "src")
-    tgt_text, tgt_plan = prepare_side(tgt_path, cfg, work_dir, "tgt")
-    for path, plan in ((src_path, src_plan), (tgt_path, tgt_plan)):
+    sides = {
+        "src": prepare_side(src_path, cfg, work_dir, "src"),
+        "tgt": prepare_side(tgt_path, cfg, work_dir, "tgt"),
+    }
+    for path, (_, plan) in zip((src_path, tgt_path), sides.values(), strict=True):
         if plan.n_lines == 0:
-            raise InputError(f"{path}: empty corpus (no lines to mine)")
+            raise InputError(
+                f"{path}: empty corpus (no lines to mine; {plan.blank_lines} blank line(s))"
+            )
+    (src_text, src_plan), (tgt_text, tgt_plan) = sides.values()
     src_shards = embed_side(model, src_text, src_plan, cfg, work_dir, "src")
     tgt_shards = embed_side(model, tgt_text, tgt_plan, cfg, work_dir, "tgt")
     t1 = time.perf_counter()
     fwd, bwd = run_knn(src_shards, tgt_shards, src_plan, tgt_plan, cfg, work_dir)
-    return fwd, bwd, {"embed": t1 - t0, "knn": time.perf_counter() - t1}
+    return fwd, bwd, {"embed": t1 - t0, "knn": time.perf_counter() - t1}, sides
 
 
 def mine_files(
@@ -180,22 +162,40 @@ def mine_files(
     tgt_path: str | os.PathLike,
     cfg: MineConfig,
     out_tsv_gz: str | os.PathLike,
-    work_dir: str | os.PathLike,
+    work_dir: str | os.PathLike | None = None,
     stats_json: str | os.PathLike | None = None,
     histogram_png: str | os.PathLike | None = None,
-    model_id: str = "",
+    model_dir: str | os.PathLike | None = None,
 ) -> dict:
     """Mine two text files (one sentence per line) into ``out_tsv_gz``; returns the stats dict.
 
-    ``stats_json`` and ``histogram_png`` default to ``<output stem>.stats.json`` and
-    ``<output stem>.histogram.png``, the names the workflow uses.
+    ``work_dir`` None uses ``<output>.work``, the run's own: removed after success, kept after a
+    crash for the rerun to resume (see :mod:`psp.mine.workdir`). ``model_dir``, the directory
+    ``model`` was loaded from, puts its files' checksums in the work dir's manifest, so that
+    shards embedded by another model are never reused. ``stats_json`` and ``histogram_png``
+    default to ``<output stem>.stats.json`` and ``<output stem>.histogram.png``, the names the
+    workflow uses.
     """
     out = Path(out_tsv_gz)
     stem = out.name.removesuffix(".gz").removesuffix(".tsv")
     stats_json = stats_json or out.with_name(f"{stem}.stats.json")
     histogram_png = histogram_png or out.with_name(f"{stem}.histogram.png")
-    fwd, bwd, timings = knn_for_files(model, src_path, tgt_path, cfg, work_dir, model_id)
-    return write_mined(src_path, tgt_path, fwd, bwd, cfg, out, stats_json, histogram_png, timings)
+    owned = work_dir is None
+    model_files = [Path(model_dir) / name for name in MODEL_FILES] if model_dir else []
+    settings = {key: getattr(cfg, key) for key in ("k", "n_shards", "float16")}
+    settings["index"] = dataclasses.asdict(cfg.index) if cfg.index else None
+    manifest = fingerprint(model_files, {"src": src_path, "tgt": tgt_path}, settings)
+    with claimed(out.with_name(out.name + ".work") if owned else work_dir, manifest, owned) as work:
+        fwd, bwd, timings, sides = knn_for_files(model, src_path, tgt_path, cfg, work)
+        (src_text, src_plan), (tgt_text, tgt_plan) = sides.values()
+        inputs = {
+            "src_file": str(src_path),
+            "tgt_file": str(tgt_path),
+            "blank_lines": {"src": src_plan.blank_lines, "tgt": tgt_plan.blank_lines},
+        }
+        return write_mined(
+            src_text, tgt_text, fwd, bwd, cfg, out, stats_json, histogram_png, timings, inputs
+        )
 
 
 def _write_sentences(sentences: Sequence[str], path: Path) -> None:
@@ -233,7 +233,7 @@ def mine_texts(
         src_path, tgt_path = work / "src.txt", work / "tgt.txt"
         _write_sentences(src_sentences, src_path)
         _write_sentences(tgt_sentences, tgt_path)
-        fwd, bwd, _ = knn_for_files(model, src_path, tgt_path, cfg, work / "shards")
+        fwd, bwd, _, _ = knn_for_files(model, src_path, tgt_path, cfg, work / "shards")
     scores, src, tgt = score_pairs(fwd, bwd, cfg.k, cfg.margin, cfg.retrieval)
     keep = scores >= cfg.effective_threshold
     return list(zip(scores[keep].tolist(), src[keep].tolist(), tgt[keep].tolist(), strict=True))

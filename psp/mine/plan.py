@@ -44,11 +44,16 @@ class Shard:
 
 @dataclass(frozen=True)
 class ShardPlan:
-    """How a side's text is cut into shards; ``fingerprint`` is the sha256 of the whole text file."""
+    """How a side's text is cut into shards; ``fingerprint`` is the sha256 of the whole text file.
+
+    ``blank_lines`` counts the lines of the input left out of the text because they held nothing
+    but whitespace (see :func:`shard_text_file`).
+    """
 
     n_lines: int
     fingerprint: str
     shards: tuple[Shard, ...]
+    blank_lines: int = 0
 
     def __len__(self) -> int:
         return len(self.shards)
@@ -84,11 +89,12 @@ def write_sharded_text(
     n_shards: int,
     out_text: str | os.PathLike,
     out_plan: str | os.PathLike,
+    blank_lines: int = 0,
 ) -> ShardPlan:
     """Write ``lines`` (exactly ``n_lines`` of them) as ``n_shards`` gzip members, and the plan.
 
     Both files are written atomically; the plan last, so a plan on disk always describes a
-    complete text. Lines must not contain newlines.
+    complete text. Lines must not contain newlines. ``blank_lines`` is recorded in the plan.
     """
     bounds = shard_bounds(n_lines, n_shards)
     shards, digest, position = [], hashlib.sha256(), 0
@@ -111,7 +117,7 @@ def write_sharded_text(
             position += len(member)
     if next(iterator, None) is not None:
         raise ValueError(f"write_sharded_text: more than n_lines={n_lines} lines given")
-    plan = ShardPlan(n_lines, digest.hexdigest(), tuple(shards))
+    plan = ShardPlan(n_lines, digest.hexdigest(), tuple(shards), blank_lines)
     save_plan(plan, out_plan)
     return plan
 
@@ -121,14 +127,20 @@ def shard_text_file(
 ) -> ShardPlan:
     """Re-write a text file (plain or ``.gz``, one sentence a line) as a sharded text and its plan.
 
+    Lines holding nothing but whitespace are left out and counted in the plan: embedded, they
+    would all be the same vector and pair with each other or with anything. So row ``i`` of the
+    embeddings is line ``i`` of the sharded text, not of ``text``; outputs read the sharded text.
+
     Two passes over ``text``: one to count lines, one to write. Shards never outnumber lines
     except for an empty file (one empty shard), so no job gets an empty slice it need not have.
     """
-    n_lines = sum(1 for _ in iter_lines(text))
+    n_read = n_lines = 0
+    for _, line in iter_lines(text):
+        n_read += 1
+        n_lines += bool(line.strip())
     n_shards = max(1, min(n_shards, n_lines))
-    return write_sharded_text(
-        (line for _, line in iter_lines(text)), n_lines, n_shards, out_text, out_plan
-    )
+    kept = (line for _, line in iter_lines(text) if line.strip())
+    return write_sharded_text(kept, n_lines, n_shards, out_text, out_plan, n_read - n_lines)
 
 
 def save_plan(plan: ShardPlan, path: str | os.PathLike) -> None:
@@ -136,6 +148,7 @@ def save_plan(plan: ShardPlan, path: str | os.PathLike) -> None:
         "version": PLAN_VERSION,
         "n_lines": plan.n_lines,
         "fingerprint": plan.fingerprint,
+        "blank_lines": plan.blank_lines,
         "shards": [asdict(shard) for shard in plan.shards],
     }
     with atomic_open(path, "wt") as out:
@@ -150,7 +163,12 @@ def load_plan(path: str | os.PathLike) -> ShardPlan:
         if record.get("version") != PLAN_VERSION:
             raise ValueError(f"plan version {record.get('version')!r}, expected {PLAN_VERSION}")
         shards = tuple(Shard(**shard) for shard in record["shards"])
-        plan = ShardPlan(int(record["n_lines"]), str(record["fingerprint"]), shards)
+        plan = ShardPlan(
+            int(record["n_lines"]),
+            str(record["fingerprint"]),
+            shards,
+            int(record.get("blank_lines", 0)),
+        )
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise InputError(f"{path}: not a shard plan: {err}") from err
     line, byte = 0, 0
