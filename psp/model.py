@@ -76,7 +76,8 @@ class ModelConfig:
         vocab_size: rows of the embedding table, equal to the SentencePiece vocabulary size.
         lowercase: lowercase text before SentencePiece (the P-SP models are trained lowercased).
         max_pieces: keep at most this many pieces per sentence (``None``: no limit).
-        unk_id: SentencePiece id of ``<unk>``; its row embeds sentences with no known piece.
+        unk_id: SentencePiece id of ``<unk>``; in training its row stands for a sentence with no
+            known piece, which :meth:`PSPModel.pool` maps to the zero vector instead.
         languages: language codes the model was trained on (informative).
         provenance: where the model came from: training data, ``spm_sha256``, ``created``,
             ``psp_version``, conversion source, ... Only ``spm_sha256`` is checked on load.
@@ -317,6 +318,12 @@ class PSPModel(nn.Module):
         glibc's 32 MiB mmap ceiling, so its memory is recycled from the heap; one 8192 x 1024
         float32 block (32 MiB) would be mapped and page-faulted afresh every batch (measured on
         113k news sentences: 116k minor page faults with one block per batch, 24k with blocks).
+
+        A sentence with no known piece (empty, or nothing but characters the vocabulary lacks)
+        pools to the zero vector: it has no meaning to embed, and the shared ``<unk>`` (or bare
+        word-boundary) row would make any two such sentences a perfect match (cosine 1). A zero
+        row has cosine 0 with everything (:func:`row_cosines`, the miner's normalisation), so it
+        never scores as a match.
         """
         n = len(offsets) - 1
         ids_t, offsets_t = torch.from_numpy(ids), torch.from_numpy(offsets)
@@ -330,6 +337,8 @@ class PSPModel(nn.Module):
                     (offsets_t[start : stop + 1] - first).to(self.device),
                 )
                 out[start:stop] = pooled.float().cpu().numpy()
+        known = np.concatenate(([0], np.cumsum(~np.isin(ids, self.encoder.textless_ids))))
+        out[:n][known[offsets[1:]] == known[offsets[:-1]]] = 0
         return out
 
     def score(

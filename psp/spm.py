@@ -163,6 +163,10 @@ class PieceEncoder:
         self.max_pieces = max_pieces
         self.vocab_size: int = self._sp.get_piece_size()
         self.unk_id: int = self._sp.unk_id()
+        # Ids that carry no text of their own: <unk>, the filler of a sentence with no known
+        # piece, and a bare word boundary, what is left of a word of unknown characters.
+        boundary = self._sp.piece_to_id("\u2581")
+        self.textless_ids = np.unique(np.array([self.unk_id, boundary], dtype=np.int32))
         self.sha256: str = hashlib.sha256(self.model_bytes).hexdigest()
 
     def pieces(self) -> list[str]:
