@@ -31,6 +31,10 @@ class InputError(ValueError):
     """Bad input data; the message names the file (and the line where there is one)."""
 
 
+# ``.{name}.{host}-{pid}.{random}[.tmp]``: tempfile's random part is 8 of [a-z0-9_].
+_TEMPORARY = re.compile(r"\..+\.(?P<host>[^/]+)-(?P<pid>\d+)\.[a-z0-9_]{8}(\.tmp)?")
+
+
 def _owner_prefix(path: Path) -> str:
     return f".{path.name}.{socket.gethostname()}-{os.getpid()}."
 
@@ -46,18 +50,18 @@ def _pid_alive(pid: int) -> bool:
 
 
 def sweep_stale(path: str | os.PathLike) -> list[Path]:
-    """Remove the temporaries of ``path`` (files or folders) left by dead processes of this host.
+    """Remove the temporaries next to ``path`` (files or folders, of any output in its folder)
+    that dead processes of this host left; returns what was removed.
 
     Temporaries of live processes, and of other hosts sharing the file system, are left alone.
-    Returns what was removed.
+    The whole folder is swept, not only ``path``'s own, because some outputs are never written
+    again under the same name (a training checkpoint is named by its step).
     """
-    path = Path(path)
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.(.+)-(\d+)\.[^.]+(\.tmp)?")
     host, removed = socket.gethostname(), []
     with contextlib.suppress(FileNotFoundError):
-        for entry in path.parent.iterdir():
-            match = pattern.fullmatch(entry.name)
-            if not match or match.group(1) != host or _pid_alive(int(match.group(2))):
+        for entry in Path(path).parent.iterdir():
+            match = _TEMPORARY.fullmatch(entry.name)
+            if not match or match["host"] != host or _pid_alive(int(match["pid"])):
                 continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)

@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 
-from psp.io import InputError
+from psp.io import InputError, exit_on_sigterm
 
 COMMANDS = ["embed", "score", "convert", "train", "evaluate", "mine", "data"]
 
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    exit_on_sigterm()  # a terminated command removes its temporaries, as on Ctrl-C
     try:
         return int(args.func(args) or 0)
     except InputError as err:

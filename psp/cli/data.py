@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from psp.cli.options import input_file, non_negative_int, positive_float, positive_int
+
 if TYPE_CHECKING:
     from psp import sources
 
@@ -33,14 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fetch.add_argument("--out", type=Path, required=True, help="data root to import into")
     fetch.add_argument("--downloads", type=Path, required=True, help="where raw downloads are kept")
     _add_cap(fetch)
-    fetch.add_argument("--retries", type=int, default=3)
-    fetch.add_argument("--timeout", type=float, default=60)
+    fetch.add_argument("--retries", type=non_negative_int, default=3)
+    fetch.add_argument("--timeout", type=positive_float, default=60, help="seconds per request")
     fetch.set_defaults(func=_reported(_download))
 
     imp = commands.add_parser("import", help="import already downloaded files of one source")
     imp.add_argument("source", help="source id, e.g. sts/sts17")
     imp.add_argument(
-        "files", nargs="+", type=Path, help="the downloaded file(s), in registry order"
+        "files", nargs="+", type=input_file, help="the downloaded file(s), in registry order"
     )
     imp.add_argument("--out", type=Path, required=True, help="data root to import into")
     _add_cap(imp)
@@ -50,10 +52,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _add_cap(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-pairs",
-        type=int,
+        type=_cap,
         default=None,
         help="OPUS pair cap (default: the registry's; -1 imports everything)",
     )
+
+
+def _cap(text: str) -> int:
+    return _NO_CAP if text == str(_NO_CAP) else positive_int(text)
 
 
 def _options(args: argparse.Namespace, source: sources.Source) -> dict:

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from psp.cli.options import input_file_or_stdin, positive_int
 from psp.cli.streaming import iter_batches, iter_input_lines, overlapped
 from psp.io import atomic_path
 
@@ -105,10 +106,15 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help=HELP, description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="model directory")
     parser.add_argument(
-        "--input", required=True, help="UTF-8 text, one sentence per line (.gz ok, - for stdin)"
+        "--input",
+        required=True,
+        type=input_file_or_stdin,
+        help="UTF-8 text, one sentence per line (.gz ok, - for stdin)",
     )
     parser.add_argument("--output", required=True, help="output .npy (float32, one row per line)")
-    parser.add_argument("--batch-size", type=int, default=8192, help="sentences per batch")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--batch-size", type=positive_int, default=8192, help="sentences per batch")
+    parser.add_argument(
+        "--threads", type=positive_int, default=None, help="CPU threads (default: torch's)"
+    )
     parser.add_argument("--float16", action="store_true", help="store float16 rows (half the size)")
     parser.set_defaults(func=run)

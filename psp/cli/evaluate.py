@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from psp.cli.options import positive_int
+
 NAME = "eval"
 HELP = "evaluate embedders (STS 2012-16, STS-B, STS17, Tatoeba)"
 
@@ -52,7 +54,9 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--floor", help="evaluation dir of an untrained model, shown as the floor in OUT/tables.md"
     )
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--threads", type=positive_int, help="torch threads (default: torch's choice)"
+    )
     parser.add_argument("--device", default="cpu")
     parser.set_defaults(func=run)
 

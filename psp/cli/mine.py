@@ -11,6 +11,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from psp.cli.options import finite_float, input_file, positive_int
+
 log = logging.getLogger(__name__)
 
 NAME = "mine"
@@ -30,10 +32,10 @@ def register(subparsers) -> None:
     defaults = MineConfig()
     parser.add_argument("--model", required=True, type=Path, help="model directory (psp.load)")
     parser.add_argument(
-        "--src-file", required=True, type=Path, help="source sentences, one per line (.gz ok)"
+        "--src-file", required=True, type=input_file, help="source sentences, one per line (.gz ok)"
     )
     parser.add_argument(
-        "--tgt-file", required=True, type=Path, help="target sentences, one per line (.gz ok)"
+        "--tgt-file", required=True, type=input_file, help="target sentences, one per line (.gz ok)"
     )
     parser.add_argument("--output", required=True, type=Path, help="score<TAB>src<TAB>tgt .tsv.gz")
     parser.add_argument(
@@ -43,34 +45,43 @@ def register(subparsers) -> None:
         "--tgt-lang", help="target language code, checked against the model's languages"
     )
     parser.add_argument(
-        "--k", type=int, default=defaults.k, help="neighbours for the margin and candidates"
+        "--k",
+        type=positive_int,
+        default=defaults.k,
+        help="neighbours for the margin and candidates",
     )
     parser.add_argument("--margin", choices=MARGINS, default=defaults.margin)
     parser.add_argument("--retrieval", choices=RETRIEVALS, default=defaults.retrieval)
     parser.add_argument(
         "--threshold",
-        type=float,
+        type=finite_float,
         default=None,
         help="keep pairs scoring at least this (default: per margin)",
     )
     parser.add_argument(
-        "--shards", type=int, default=defaults.n_shards, help="embedding shards per side"
+        "--shards", type=positive_int, default=defaults.n_shards, help="embedding shards per side"
     )
     parser.add_argument(
-        "--block-size", type=int, default=defaults.block_size, help="rows per kNN block"
+        "--block-size", type=positive_int, default=defaults.block_size, help="rows per kNN block"
     )
     parser.add_argument(
-        "--batch-size", type=int, default=defaults.batch_size, help="sentences per embed call"
+        "--batch-size",
+        type=positive_int,
+        default=defaults.batch_size,
+        help="sentences per embed call",
     )
     parser.add_argument("--float16", action="store_true", help="store embedding shards as float16")
     parser.add_argument(
         "--ivf-min-size",
-        type=int,
+        type=positive_int,
         default=None,
         help="search shards of at least this many rows with a Faiss IVF index (default: always exact)",
     )
     parser.add_argument(
-        "--nprobe", type=int, default=IndexConfig().nprobe, help="IVF lists probed per query"
+        "--nprobe",
+        type=positive_int,
+        default=IndexConfig().nprobe,
+        help="IVF lists probed per query",
     )
     parser.add_argument(
         "--work-dir",

@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import sys
 
+from psp.cli.options import input_file_or_stdin, positive_int
 from psp.cli.streaming import STDIN, iter_batches, iter_input_lines, overlapped
 from psp.io import InputError, atomic_open
 
@@ -81,9 +82,14 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help=HELP, description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="model directory")
     parser.add_argument(
-        "--input", required=True, help="sent1<TAB>sent2 lines (.gz ok, - for stdin)"
+        "--input",
+        required=True,
+        type=input_file_or_stdin,
+        help="sent1<TAB>sent2 lines (.gz ok, - for stdin)",
     )
     parser.add_argument("--output", required=True, help="input lines + <TAB>cosine (- for stdout)")
-    parser.add_argument("--batch-size", type=int, default=8192, help="pairs per batch")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--batch-size", type=positive_int, default=8192, help="pairs per batch")
+    parser.add_argument(
+        "--threads", type=positive_int, default=None, help="CPU threads (default: torch's)"
+    )
     parser.set_defaults(func=run)

@@ -7,23 +7,36 @@ import dataclasses
 import json
 from pathlib import Path
 
+from psp.cli.options import (
+    fraction,
+    input_file,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from psp.io import InputError
 
 NAME = "train"
+
+
+def input_path(text: str) -> Path:
+    return Path(input_file(text))
+
+
 HELP = "train a P-SP model"
 
 # Flags that override single config values: (flag, config key, type).
 _OVERRIDES = [
-    ("--epochs", "epochs", int),
-    ("--dim", "dim", int),
-    ("--batch-size", "batch_size", int),
-    ("--megabatch-size", "megabatch_size", int),
-    ("--lr", "lr", float),
-    ("--dropout", "dropout", float),
-    ("--max-steps", "max_steps", int),
-    ("--seed", "seed", int),
+    ("--epochs", "epochs", positive_int),
+    ("--dim", "dim", positive_int),
+    ("--batch-size", "batch_size", positive_int),
+    ("--megabatch-size", "megabatch_size", positive_int),
+    ("--lr", "lr", positive_float),
+    ("--dropout", "dropout", fraction),
+    ("--max-steps", "max_steps", positive_int),
+    ("--seed", "seed", non_negative_int),
     ("--device", "device", str),
-    ("--threads", "threads", int),
+    ("--threads", "threads", positive_int),
 ]
 
 
@@ -34,13 +47,17 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--h5", required=True, type=Path, help="training pairs (psp.hdf5 layout)")
-    parser.add_argument("--spm", required=True, type=Path, help="SentencePiece model of the h5")
+    parser.add_argument(
+        "--h5", required=True, type=input_path, help="training pairs (psp.hdf5 layout)"
+    )
+    parser.add_argument(
+        "--spm", required=True, type=input_path, help="SentencePiece model of the h5"
+    )
     parser.add_argument("--model-dir", required=True, type=Path, help="output model directory")
     parser.add_argument(
         "--work-dir", required=True, type=Path, help="log, learning curve, checkpoints"
     )
-    parser.add_argument("--config", type=Path, help="YAML or JSON file of TrainConfig values")
+    parser.add_argument("--config", type=input_path, help="YAML or JSON file of TrainConfig values")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     parser.add_argument(
         "--dense", action="store_true", help="dense Adam instead of the lazy sparse one"

@@ -1,0 +1,77 @@
+"""Argument types that check a value before any work starts.
+
+A bad value must stop the command with argparse's usage error naming the option, not train with
+a negative learning rate, keep nothing at a NaN threshold, or surface as a traceback from torch
+minutes later. Each type is a plain function of the option's string, for ``type=``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+STDIN = "-"
+
+
+def _number(text: str, kind: type, what: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A whole number >= 1 (counts, sizes, threads)."""
+    value = _number(text, int, "a whole number >= 1")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """A whole number >= 0 (retries, seeds)."""
+    value = _number(text, int, "a whole number >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """Any finite number (thresholds: NaN would compare false with everything)."""
+    return _number(text, float, "a finite number")
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (learning rates, timeouts)."""
+    value = _number(text, float, "a finite number > 0")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A number in [0, 1) (dropout: 1 would drop everything)."""
+    value = _number(text, float, "a number in [0, 1)")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
+    return value
+
+
+def input_file(text: str) -> str:
+    """An existing readable file (not a directory)."""
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text}: is a directory, not a file")
+    if not os.access(text, os.R_OK):
+        raise argparse.ArgumentTypeError(f"{text}: not readable")
+    return text
+
+
+def input_file_or_stdin(text: str) -> str:
+    """:func:`input_file`, or ``-`` for standard input."""
+    return text if text == STDIN else input_file(text)

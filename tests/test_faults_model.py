@@ -1,0 +1,138 @@
+"""Model directory faults, through ``psp embed`` and ``psp score``: a ``config.json`` value of the
+wrong type or range, a pickle where safetensors belong, sentences with no known piece, files
+only their owner can read, and temporaries left by a killed run."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from psp.cli import main
+
+from .faults import PSP, run_psp, temporaries
+
+
+@pytest.fixture
+def model_copy(tiny_model, tmp_path):
+    return shutil.copytree(tiny_model, tmp_path / "model")
+
+
+@pytest.fixture(scope="module")
+def lines_file(news, tmp_path_factory):
+    path = tmp_path_factory.mktemp("input") / "sents.txt"
+    path.write_text("".join(f"{line}\n" for line in news[:50]))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("lowercase", "false", "'false' is not of type 'boolean'"),
+        ("languages", "es", "'es' is not of type 'array'"),
+        ("dim", 16.5, "16.5 is not of type 'integer'"),
+        ("max_pieces", -1, "-1 is less than the minimum of 1"),
+        ("max_pieces", "7", "'7' is not of type 'integer', 'null'"),
+        ("provenance", ["x"], "['x'] is not of type 'object'"),
+    ],
+)
+def test_config_json_types_and_ranges_are_checked(model_copy, lines_file, key, value, says, capsys):
+    config = model_copy / "config.json"
+    config.write_text(json.dumps(json.loads(config.read_text()) | {key: value}))
+    out = model_copy.parent / "out.npy"
+    assert (
+        main(
+            ["embed", "--model", str(model_copy), "--input", str(lines_file), "--output", str(out)]
+        )
+        == 2
+    )
+    assert f"psp embed: error: {config}: key '{key}': {says}" in capsys.readouterr().err
+    assert not out.exists() and temporaries(model_copy.parent) == []
+
+
+class _Payload:
+    """Unpickling this runs ``touch``: what a malicious "model file" would do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_pickle_in_place_of_the_weights_is_refused_unread(model_copy, lines_file):
+    marker = model_copy.parent / "pwned"
+    weights = model_copy / "embeddings.safetensors"
+    weights.write_bytes(pickle.dumps(_Payload(marker)))
+    out = model_copy.parent / "out.npy"
+    proc = run_psp("embed", "--model", model_copy, "--input", lines_file, "--output", out)
+    assert proc.returncode == 2
+    assert f"{weights}: unreadable safetensors file" in proc.stderr
+    assert not marker.exists() and not out.exists()
+
+
+def test_outputs_get_the_umask_mode(tiny_model, lines_file, tmp_path):
+    """Every file of a saved model and every output is group- and world-readable under the
+    usual umask 022 (safetensors and mkstemp create 0600)."""
+    for name in ("config.json", "sentencepiece.model", "embeddings.safetensors"):
+        assert stat.S_IMODE((tiny_model / name).stat().st_mode) == 0o644, name
+    out = tmp_path / "out.npy"
+    assert (
+        run_psp("embed", "--model", tiny_model, "--input", lines_file, "--output", out).returncode
+        == 0
+    )
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+def test_a_killed_run_leaves_temporaries_that_the_next_run_removes(
+    tiny_model, lines_file, tmp_path
+):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f".out.npy.{socket.gethostname()}-{dead.pid}.k1ll3d_x.tmp"
+    stale.write_bytes(b"\x93NUMPY partial rows of a run killed with SIGKILL")
+    out = tmp_path / "out.npy"
+    proc = run_psp("embed", "--model", tiny_model, "--input", lines_file, "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    assert not stale.exists() and temporaries(tmp_path) == []
+    assert np.load(out).shape == (50, 16)
+
+
+def test_sigterm_removes_the_temporary_output(tiny_model, news, tmp_path):
+    """``psp embed`` terminated while it streams stdin into its output: no output, no temporary."""
+    out = tmp_path / "out.npy"
+    proc = subprocess.Popen(
+        [str(PSP), "embed", "--model", str(tiny_model), "--input", "-", "--output", str(out)],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdin.write("".join(f"{line}\n" for line in news * 4).encode())
+    proc.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not temporaries(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert temporaries(tmp_path), "psp embed never started writing"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert "Traceback" not in proc.stderr.read().decode()
+    assert temporaries(tmp_path) == [] and not out.exists()
+
+
+def test_sentences_without_a_known_piece_never_score_as_a_match(tiny_model):
+    pairs = ["\t", "ꙮꙮꙮ\t҈҈҈", "the cat sleeps\t", "\tthe cat sleeps", "the cat\tthe cat"]
+    proc = run_psp(
+        "score", "--model", tiny_model, "--input", "-", "--output", "-", stdin="\n".join(pairs)
+    )
+    assert proc.returncode == 0, proc.stderr
+    scores = [float(line.rsplit("\t", 1)[1]) for line in proc.stdout.splitlines()]
+    assert scores[:4] == [0.0, 0.0, 0.0, 0.0]
+    assert scores[4] == pytest.approx(1.0)
