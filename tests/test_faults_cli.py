@@ -81,3 +81,17 @@ def test_a_reader_that_goes_away_ends_psp_score_quietly(tiny_model, inputs):
     assert proc.stdout.count("\n") == 1
     assert proc.returncode == 141  # killed by SIGPIPE, as cat ... | head -1 reports
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_a_malformed_sts_line_is_named_by_file_and_line(tiny_model, shared_data, tmp_path, capsys):
+    rows = (shared_data / "sts/sts17/en-en.tsv").read_text().splitlines()[:30]
+    rows[6] = rows[6].replace("\t", " ", 1)  # score and first sentence run together
+    sts17 = tmp_path / "data/sts/sts17/en-en.tsv"
+    sts17.parent.mkdir(parents=True)
+    sts17.write_text("".join(f"{row}\n" for row in rows))
+    out = tmp_path / "eval"
+    argv = ["eval", "--embedder", f"psp:{tiny_model}", "--data", str(tmp_path / "data")]
+    argv += ["--out", str(out), "--no-sts", "--sts17", "en-en", "--tatoeba"]
+    assert main(argv) == 2
+    assert f"{sts17}:7: expected 3 tab-separated columns" in capsys.readouterr().err
+    assert not out.exists()  # no table of a partial evaluation
