@@ -1,13 +1,14 @@
-# Two entry points, each one command on a fresh machine with Python 3.11:
+# Entry points, each one command on a fresh machine with Python 3.11:
 #   make run    installs into .venv and runs the default workflow (all) on the local data mirror
 #   make test   installs into .venv, lints, and runs the test suite
+#   make test-cluster   (root) mines through profiles/slurm on a one-node SLURM cluster it starts
 PYTHON ?= python3
 VENV ?= .venv
 MIRROR ?= ../shared/data
 CORES ?= all
 BIN = $(VENV)/bin
 
-.PHONY: install run test lint
+.PHONY: install run test lint test-cluster
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -28,3 +29,6 @@ lint: install
 
 test: lint
 	PATH=$(BIN):$$PATH $(BIN)/pytest -q
+
+test-cluster: install
+	PYTHON=$(BIN)/python MIRROR=$(MIRROR) tests/cluster/run_slurm_test.sh
