@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from scipy import stats
 
 from psp.io import InputError, atomic_open, iter_lines
 
@@ -76,6 +75,10 @@ def paired_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def correlations(predicted: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
     """(Pearson r, Spearman rho), both x100; NaN when the predictions are constant."""
+    # Imported here: scipy.stats takes seconds to import, and the workflow imports this package
+    # (for its language tables) every time Snakemake starts, twice per cluster job.
+    from scipy import stats
+
     if len(predicted) < 2 or np.ptp(predicted) == 0:
         return math.nan, math.nan
     with warnings.catch_warnings():
