@@ -1,6 +1,7 @@
-"""Raw text → embeddings throughput of ``PSPModel.embed`` against the original P-SP recipe.
+"""Raw text → embeddings: ``PSPModel.embed`` in process, and ``psp embed`` / ``psp score`` as
+whole processes.
 
-The baseline, run in the same process on the same model, embeds the way the original
+In process, the baseline, run on the same model, embeds the way the original
 ``embed_sentences.py`` does: batches of 32, per-sentence lowercasing and ``EncodeAsPieces``, a
 Python dict lookup per piece (unknown pieces dropped, an empty sentence → the unknown row), padding
 to the longest sentence, a padded ``nn.Embedding`` lookup and a length-masked mean. Both produce the
@@ -9,14 +10,26 @@ same vectors (checked below); the ratio is what batching + ``embedding_bag`` buy
 Single-thread rates are reported as wall-clock and as process CPU time: on a machine shared with
 other jobs the CPU-time rate is the better estimate of what one dedicated core does.
 
+As whole processes (start-up, model load, reading, writing the ``.npy`` included), on the same
+model saved to disk and newstest-en repeated to each size, with ``--threads 1``: ``psp embed``
+and ``psp score`` against the previous commands, re-enacted here (``--previous``): start-up
+imported every command's modules, ``embed`` counted the lines in a first pass, then each batch
+was tokenised, pooled and written one after the other; ``score`` scored each batch with
+``PSPModel.score``, then wrote it. Wall time, CPU time (user + system) and peak RSS per process
+come from ``os.wait4`` in a small launcher; the ratio to the in-process rate above says what the process costs.
+
     python benchmarks/bench_embed.py [--spm results/spm/en.model] [--dim 1024] [--repeat 3]
+        [--lines 120000 1200000]
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,12 +37,29 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from psp.io import atomic_open, atomic_path, iter_lines, iter_raw_lines
 from psp.model import PSPModel
 from psp.spm import train_spm
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PSP_SHARED_DATA", REPO.parent / "shared" / "data"))
 NEWS = DATA / "mono" / "en" / "wmt-newstest-en.txt.gz"
+CLI = [sys.executable, "-c", "import sys; from psp.cli import main; sys.exit(main())"]
+PREVIOUS = [sys.executable, __file__, "--previous"]
+# Runs argv[2:] and writes "exit-status wall-seconds cpu-seconds peak-rss-KiB" to argv[1]. A
+# child forked from this (large) process would report this process's peak RSS as its own: Linux
+# keeps the high-water mark across exec. Forked from this small launcher, it reports its own.
+LAUNCHER = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, use = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+with open(sys.argv[1], "w") as out:
+    print(os.waitstatus_to_exitcode(status), wall, use.ru_utime + use.ru_stime, use.ru_maxrss, file=out)
+"""
 
 
 def read_gz(path: Path) -> list[str]:
@@ -88,7 +118,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="copies of newstest-en to embed")
     parser.add_argument("--baseline-sentences", type=int, default=10000)
     parser.add_argument("--batch-size", type=int, default=8192)
+    parser.add_argument(
+        "--lines", type=int, nargs="*", default=[120_000, 1_200_000], help="whole-process sizes"
+    )
+    parser.add_argument(
+        "--previous",
+        nargs=4,
+        metavar=("COMMAND", "MODEL", "INPUT", "OUTPUT"),
+        help="run the previous embed or score command (the whole-process baseline) and exit",
+    )
     args = parser.parse_args()
+    if args.previous:
+        previous_command(*args.previous, batch_size=args.batch_size)
+        return
 
     with tempfile.TemporaryDirectory() as tmp:
         spm_path = args.spm
@@ -100,10 +142,15 @@ def main() -> None:
             )
             print(f"trained SentencePiece on {len(text)} English bitext lines in {wall:.0f}s")
         model = PSPModel.from_spm(spm_path, args.dim, seed=0)
-    run(model, read_gz(NEWS) * args.repeat, args)
+        news = read_gz(NEWS)
+        library_rate = run(model, news * args.repeat, args)
+        model_dir = model.save(Path(tmp) / "model")
+        del model
+        whole_process(model_dir, news, args.lines, library_rate, Path(tmp))
 
 
-def run(model: PSPModel, sentences: list[str], args: argparse.Namespace) -> None:
+def run(model: PSPModel, sentences: list[str], args: argparse.Namespace) -> float:
+    """In-process figures; returns the 1-thread rate into a reused buffer (the library rate)."""
     n = len(sentences)
     ids, offsets = model.encoder.encode(sentences[:20000])
     print(
@@ -120,6 +167,7 @@ def run(model: PSPModel, sentences: list[str], args: argparse.Namespace) -> None
     line("psp embed, 1 thread", n, wall1, cpu1)
     _, wall, cpu = timed(lambda: model.embed(sentences, args.batch_size, num_threads=1, out=ours))
     line("  same, into a reused out= buffer", n, wall, cpu)
+    library_rate = n / wall
     _, wall, cpu = timed(lambda: model.encoder.encode(sentences, num_threads=1))
     line("  of which PieceEncoder.encode", n, wall, cpu)
     threads = os.cpu_count() or 1
@@ -139,6 +187,98 @@ def run(model: PSPModel, sentences: list[str], args: argparse.Namespace) -> None
         f"{threads} threads vs 1 thread {rate_all / rate1:.2f}x; "
         f"{threads} threads vs original {rate_all / base_rate:.1f}x"
     )
+    return library_rate
+
+
+def previous_command(command: str, model_dir: str, input_path: str, output: str, batch_size: int):
+    """``psp embed`` / ``psp score`` as they were before streaming, with ``--threads 1``."""
+    import psp.evaluate  # noqa: F401  (the previous start-up imported every command's modules)
+    import psp.mine  # noqa: F401
+    import psp.sources  # noqa: F401
+    from psp.model import load
+
+    torch.set_num_threads(1)
+    model = load(model_dir)
+    lines = (text for _, text in iter_lines(input_path))
+    if command == "score":
+        with atomic_open(output, "wt") as out:
+            while batch := list(itertools.islice(lines, batch_size)):
+                pairs = [line.split("\t") for line in batch]
+                cosines = model.score([a for a, _ in pairs], [b for _, b in pairs], batch_size, 1)
+                out.writelines(f"{line}\t{cos:.6f}\n" for line, cos in zip(batch, cosines))
+        return
+    n = sum(1 for _ in iter_raw_lines(input_path))
+    buffer = np.empty((min(batch_size, max(n, 1)), model.dim), dtype=np.float32)
+    header = {"descr": "<f4", "fortran_order": False, "shape": (n, model.dim)}
+    with atomic_path(output) as tmp, open(tmp, "wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, header)
+        while batch := list(itertools.islice(lines, batch_size)):
+            rows = buffer[: len(batch)]
+            model.embed(batch, batch_size, show_progress=False, num_threads=1, out=rows)
+            rows.tofile(handle)
+
+
+def run_process(cmd: list[str], tmp: Path) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one process."""
+    report = tmp / "process.txt"
+    done = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, str(report), *cmd],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    status, wall, cpu, rss_kib = report.read_text().split()
+    if done.returncode != 0 or status != "0":
+        raise RuntimeError(f"{cmd} failed: {done.stderr.decode()}")
+    return float(wall), float(cpu), int(rss_kib) / 1024
+
+
+def whole_process(
+    model_dir: Path, news: list[str], sizes: list[int], library_rate: float, tmp: Path
+) -> None:
+    print(f"whole processes, --threads 1 (load average {os.getloadavg()[0]:.2f}):")
+    for n in sizes:
+        text = tmp / f"news{n}.txt"
+        text.write_text("\n".join(itertools.islice(itertools.cycle(news), n)) + "\n")
+        pairs = tmp / f"pairs{n // 2}.tsv"
+        sentences = iter(text.read_text().splitlines())
+        pairs.write_text("".join(f"{a}\t{b}\n" for a, b in zip(sentences, sentences)))
+        npy, tsv = tmp / "out.npy", tmp / "out.tsv"
+        new = ["--model", str(model_dir), "--threads", "1"]
+        embed_io = ["--input", str(text), "--output", str(npy)]
+        score_io = ["--input", str(pairs), "--output", str(tsv)]
+        runs = [
+            ("embed", "previous", n, [*PREVIOUS, "embed", str(model_dir), str(text), str(npy)]),
+            ("embed", "new", n, [*CLI, "embed", *new, *embed_io]),
+            ("embed --float16", "new", n, [*CLI, "embed", *new, "--float16", *embed_io]),
+            (
+                "score",
+                "previous",
+                n // 2,
+                [*PREVIOUS, "score", str(model_dir), str(pairs), str(tsv)],
+            ),
+            ("score", "new", n // 2, [*CLI, "score", *new, *score_io]),
+        ]
+        rates = {}
+        for command, version, count, cmd in runs:
+            wall, cpu, rss = run_process(cmd, tmp)
+            rates[command, version] = count / wall, count / cpu
+            unit = "pairs" if command == "score" else "sentences"
+            print(
+                f"  {n:>9,} lines  {command:15s} {version:8s}: {count / wall:7,.0f} {unit}/s wall "
+                f"({wall:5.1f} s), {count / cpu:7,.0f} per CPU-second ({cpu:5.1f} s), "
+                f"peak RSS {rss:5,.0f} MiB"
+            )
+        for command in ("embed", "score"):
+            new_wall, new_cpu = rates[command, "new"]
+            old_wall, old_cpu = rates[command, "previous"]
+            print(
+                f"  {n:>9,} lines  {command}: new / previous {new_wall / old_wall:.2f}x wall, "
+                f"{new_cpu / old_cpu:.2f}x per CPU-second"
+            )
+        print(
+            f"  {n:>9,} lines  embed: new whole process / in-process library "
+            f"{rates['embed', 'new'][0] / library_rate:.2f}x wall"
+        )
 
 
 if __name__ == "__main__":
