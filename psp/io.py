@@ -121,9 +121,18 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def exit_on_sigterm() -> None:
     """Make SIGTERM raise :class:`SystemExit` in the main thread, as SIGINT raises
     :class:`KeyboardInterrupt`, so ``finally`` blocks and :func:`atomic_path` remove temporaries
-    when a scheduler or a user terminates the process. Call it from the main thread."""
+    when a scheduler or a user terminates the process. Processes forked later keep the default
+    action. Call it from the main thread."""
+
+    owner = os.getpid()
 
     def terminate(signum, frame):
+        if os.getpid() != owner:
+            # A forked worker (a multiprocessing pool's, which terminate() stops with SIGTERM)
+            # inherits the handler; it must die as it would have, not unwind mid-task.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, terminate)
