@@ -311,8 +311,8 @@ class PSPModel(nn.Module):
     def pool(self, ids: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Mean-pool encoded sentences (:meth:`PieceEncoder.encode`'s layout) into ``out``.
 
-        The second half of :meth:`embed`, public so a caller can tokenise one batch while the
-        previous one pools: torch releases the GIL here, SentencePiece does not.
+        The second half of :meth:`embed`, public so a caller can tokenise the next batch in
+        another thread while this one pools (SentencePiece and torch both release the GIL).
 
         Pooling in blocks of at most ``_POOL_BLOCK_BYTES`` of output keeps each temporary below
         glibc's 32 MiB mmap ceiling, so its memory is recycled from the heap; one 8192 x 1024

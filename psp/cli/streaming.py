@@ -1,9 +1,10 @@
 """What ``psp embed`` and ``psp score`` share: input lines in batches, and two overlapping stages.
 
-Both commands tokenise in the main thread (SentencePiece holds the GIL) while a second thread
-pools the previous batch and writes it out (torch and file writes release the GIL), so the
-slowest stage sets the pace instead of the sum of all of them. A bounded queue between the two
-keeps memory at a few batches whatever the input size.
+Both commands read and tokenise in the main thread while a second thread pools the previous
+batch and writes it out. SentencePiece's batch encode, torch's pooling and file writes all
+release the GIL, so with a free core the stages overlap and the slowest sets the pace instead of
+the sum of all of them. A bounded queue between the two keeps memory at a few batches whatever
+the input size.
 """
 
 from __future__ import annotations
