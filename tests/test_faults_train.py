@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 import signal
-import stat
 import subprocess
 import time
 
@@ -51,8 +50,6 @@ def train_args(training_data, model, work):
 def test_training_killed_with_sigkill_resumes_bit_exactly(training_data, tmp_path):
     straight = run_psp(*train_args(training_data, tmp_path / "a", tmp_path / "wa"))
     assert straight.returncode == 0, straight.stderr
-    for name in ("config.json", "sentencepiece.model", "embeddings.safetensors"):
-        assert stat.S_IMODE((tmp_path / "a" / name).stat().st_mode) == 0o644, name
 
     state = tmp_path / "wb" / "checkpoints" / "state.json"
     killed = subprocess.Popen(
