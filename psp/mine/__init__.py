@@ -14,21 +14,40 @@ Workflow jobs, in DAG order (each one a thin script over one function):
 
 from __future__ import annotations
 
-from psp.mine.config import DEFAULT_THRESHOLDS, IndexConfig, MineConfig
-from psp.mine.index import (
-    build_index,
-    fill_index,
-    indexed_shard,
-    search_index,
-    train_index,
-    uses_ivf,
-)
-from psp.mine.knn import knn_both_directions, knn_shard_pair, merge_knn, reduce_parts
-from psp.mine.margin import knn_means, margin_score, score_pairs
-from psp.mine.output import write_mined
-from psp.mine.pipeline import check_model_languages, knn_for_files, mine_files, mine_texts
-from psp.mine.plan import ShardPlan, load_plan, shard_bounds, shard_text_file, write_sharded_text
-from psp.mine.shards import embed_shard, open_embeddings
+import importlib
+
+# Public names and the module each lives in. Loaded on first use (PEP 562), so that importing
+# the light parts (``psp.mine.config`` for the command line's options, ``psp.mine.plan`` for the
+# data stage) does not pull in torch and Faiss.
+_EXPORTS = {
+    "config": ("DEFAULT_THRESHOLDS", "IndexConfig", "MineConfig"),
+    "index": (
+        "build_index",
+        "fill_index",
+        "indexed_shard",
+        "search_index",
+        "train_index",
+        "uses_ivf",
+    ),
+    "knn": ("knn_both_directions", "knn_shard_pair", "merge_knn", "reduce_parts"),
+    "margin": ("knn_means", "margin_score", "score_pairs"),
+    "output": ("write_mined",),
+    "pipeline": ("check_model_languages", "knn_for_files", "mine_files", "mine_texts"),
+    "plan": ("ShardPlan", "load_plan", "shard_bounds", "shard_text_file", "write_sharded_text"),
+    "shards": ("embed_shard", "open_embeddings"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'psp.mine' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"psp.mine.{_MODULE_OF[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODULE_OF])
+
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
