@@ -13,6 +13,7 @@ of this host first (:func:`sweep_stale`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import hashlib
 import io
@@ -121,21 +122,25 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def exit_on_sigterm() -> None:
     """Make SIGTERM raise :class:`SystemExit` in the main thread, as SIGINT raises
     :class:`KeyboardInterrupt`, so ``finally`` blocks and :func:`atomic_path` remove temporaries
-    when a scheduler or a user terminates the process. Processes forked later keep the default
-    action. Call it from the main thread."""
+    when a scheduler or a user terminates the process. Call it from the main thread.
 
-    owner = os.getpid()
+    Processes forked afterwards get the default action back at once: a multiprocessing pool
+    stops its workers with SIGTERM, and a worker blocked in C code (a lock a thread of the
+    parent held at the fork) never returns to Python to run a handler, so only the default
+    action ends it.
+    """
 
     def terminate(signum, frame):
-        if os.getpid() != owner:
-            # A forked worker (a multiprocessing pool's, which terminate() stops with SIGTERM)
-            # inherits the handler; it must die as it would have, not unwind mid-task.
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, terminate)
+    _reset_sigterm_in_children()
+
+
+@functools.cache
+def _reset_sigterm_in_children() -> None:
+    """Register, once per process, the fork hook that restores SIGTERM's default action."""
+    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
 
 
 @contextlib.contextmanager
