@@ -14,8 +14,8 @@ anisotropic spectrum (variance decaying as a power law over dimensions). A share
 are noisy copies of source rows (cosine about 0.85): the planted translations.
 
 Printed, as one JSON line:
-- wall seconds per stage and in total (the vector generation that stands in for ``embed_shard``
-  is reported apart), peak RSS per job kind;
+- wall and CPU seconds per stage and in total (the vector generation that stands in for
+  ``embed_shard`` is reported apart), peak RSS per job kind;
 - recall@k of the approximate search against exact search, both directions, on random samples
   of queries searched exhaustively over the whole other side;
 - the share of planted pairs among the mined pairs (after margin scoring and the threshold);
@@ -30,6 +30,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -139,15 +140,23 @@ def index_config(args, nprobe: int):
 
 
 def run_job(name: str, out: Path, args, **params) -> dict:
-    """Run ``job_<name>`` in a fresh process; its wall time and peak RSS."""
+    """Run ``job_<name>`` in a fresh process; its wall time, CPU time and peak RSS.
+
+    CPU time is reported beside wall time because it does not grow when other processes share
+    the machine: CPU seconds / threads is the wall time the job takes on cores of its own.
+    """
     cmd = [sys.executable, __file__, "--job", name, "--dir", str(out), "--params"]
-    cmd += [json.dumps(params | {"args": vars(args)})]
+    cmd += [json.dumps(params | {"args": vars(args)}, default=str)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd)
     _, status, usage = os.wait4(proc.pid, 0)
     if status != 0:
         raise SystemExit(f"job {name} {params} failed with status {status}")
-    return {"seconds": time.perf_counter() - t0, "rss_mib": usage.ru_maxrss / 1024}
+    return {
+        "seconds": time.perf_counter() - t0,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_mib": usage.ru_maxrss / 1024,
+    }
 
 
 def job_train_index(out: Path, args, n_shards: int, nprobe: int):
@@ -308,14 +317,33 @@ def planted_mined(out: Path, nprobe: int) -> float:
     return found / max(1, len(truth))
 
 
+def job_outputs(out: Path, name: str, nprobe: int, params: dict) -> list[Path]:
+    """What a job writes, so that ``--resume`` can tell finished jobs from the rest."""
+    if name == "train_index":
+        return [out / "trained.faiss"]
+    if name == "index_shard":
+        base = f"{params['side']}.{params['shard']}"
+        return [out / f"{base}.faiss", out / f"{base}.{nprobe}.lists.npz"]
+    if name == "knn_shard_pair":
+        return [out / f"knn.{nprobe}.{params['qshard']}.{params['dshard']}.npz"]
+    return []
+
+
 def pipeline(out: Path, args, n_shards: int, nprobe: int, ivf: bool, trained: bool) -> dict:
-    stages, rss = {}, {}
+    """Every job of the DAG in order; with ``--resume``, jobs whose outputs exist are counted
+    in ``reused_jobs`` and not timed, so the figures then cover only the jobs that ran."""
+    stages, cpu, rss, reused = {}, {}, {}, {}
 
     def stage(name, jobs):
         t0 = time.perf_counter()
         for params in jobs:
+            outputs = job_outputs(out, name, nprobe, params)
+            if args.resume and outputs and all(path.exists() for path in outputs):
+                reused[name] = reused.get(name, 0) + 1
+                continue
             result = run_job(name, out, args, nprobe=nprobe, **params)
             rss[name] = max(rss.get(name, 0.0), result["rss_mib"])
+            cpu[name] = cpu.get(name, 0.0) + result["cpu_s"]
         stages[name] = time.perf_counter() - t0
 
     if ivf:
@@ -330,7 +358,14 @@ def pipeline(out: Path, args, n_shards: int, nprobe: int, ivf: bool, trained: bo
     ]
     stage("knn_shard_pair", grid)
     stage("score_mined", [{"n_shards": n_shards}])
-    return {"stages_s": stages, "peak_rss_mib": rss, "total_s": sum(stages.values())}
+    return {
+        "stages_s": stages,
+        "stages_cpu_s": cpu,
+        "peak_rss_mib": rss,
+        "total_s": sum(stages.values()),
+        "total_cpu_s": sum(cpu.values()),
+        "reused_jobs": reused,
+    }
 
 
 def main() -> None:
@@ -351,6 +386,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp dir)")
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        help="work folder of an interrupted run (kept, as it was): reuse its data and finished jobs",
+    )
     parser.add_argument("--job", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--params", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -364,12 +405,19 @@ def main() -> None:
         globals()[f"job_{args.job}"](args.dir, job_args, **params)
         return
 
-    with tempfile.TemporaryDirectory(prefix="bench_mine_scale.", dir=args.dir) as tmp:
-        out = Path(tmp)
-        t0 = time.perf_counter()
-        data = make_data(args, out)
-        generate_s = time.perf_counter() - t0
-        n_shards = data["shards_per_side"]
+    with contextlib.ExitStack() as stack:
+        if args.resume:
+            out, generate_s = args.resume, None
+            n_shards = len(json.loads((out / "src.plan.json").read_text())["shards"])
+        else:
+            out = Path(
+                stack.enter_context(
+                    tempfile.TemporaryDirectory(prefix="bench_mine_scale.", dir=args.dir)
+                )
+            )
+            t0 = time.perf_counter()
+            n_shards = make_data(args, out)["shards_per_side"]
+            generate_s = time.perf_counter() - t0
         ivf = args.ivf_min_size <= args.n
         report = {
             "n": args.n,
@@ -381,7 +429,8 @@ def main() -> None:
             "runs": [],
         }
         for side in ("src", "tgt"):
-            run_job("exact_sample", out, args, n_shards=n_shards, side=side, nprobe=0)
+            if not (args.resume and (out / f"exact.{side}.npz").exists()):
+                run_job("exact_sample", out, args, n_shards=n_shards, side=side, nprobe=0)
         for number, nprobe in enumerate(args.nprobe):
             run = pipeline(out, args, n_shards, nprobe, ivf, trained=number > 0)
             run["nprobe"] = nprobe

@@ -34,9 +34,10 @@ def test_each_shard_reads_only_its_member_and_the_text_stays_one_gzip_file(tmp_p
     assert plan.offsets() == [0, 5, 11, 17]
     assert gzip.open(text, "rt", encoding="utf-8").read().splitlines() == LINES
     for number, shard in enumerate(plan.shards):
-        assert list(read_shard_lines(text, plan, number, chunk_size=7)) == LINES[
-            shard.start : shard.stop
-        ]
+        assert (
+            list(read_shard_lines(text, plan, number, chunk_size=7))
+            == LINES[shard.start : shard.stop]
+        )
     # the members are contiguous byte ranges: reading shard 2 never touches bytes outside it
     raw = text.read_bytes()
     assert plan.shards[-1].byte_stop == len(raw)
