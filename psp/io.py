@@ -24,8 +24,11 @@ import signal
 import socket
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class InputError(ValueError):
@@ -207,6 +210,18 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
             yield lineno, raw.decode("utf-8")
         except UnicodeDecodeError as err:
             raise InputError(f"{path}:{lineno}: invalid UTF-8 ({err.reason})") from err
+
+
+def iter_batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Lists of ``size`` consecutive items (the last may be shorter)."""
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:

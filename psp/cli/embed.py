@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from psp.cli.options import input_file_or_stdin, positive_int
-from psp.cli.streaming import iter_batches, iter_input_lines, overlapped
-from psp.io import atomic_path
+from psp.cli.streaming import iter_input_lines, overlapped
+from psp.io import atomic_path, iter_batches
 
 NAME = "embed"
 HELP = "embed one sentence per line into a .npy matrix"

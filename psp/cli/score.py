@@ -17,8 +17,8 @@ import contextlib
 import sys
 
 from psp.cli.options import input_file_or_stdin, positive_int
-from psp.cli.streaming import STDIN, iter_batches, iter_input_lines, overlapped
-from psp.io import InputError, atomic_open
+from psp.cli.streaming import STDIN, iter_input_lines, overlapped
+from psp.io import InputError, atomic_open, iter_batches
 
 NAME = "score"
 HELP = "cosine similarity of sentence pairs (sent1<TAB>sent2 per line)"

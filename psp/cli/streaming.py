@@ -37,18 +37,6 @@ def iter_input_lines(spec: str) -> Iterator[tuple[int, str]]:
             raise InputError(f"<stdin>:{lineno}: invalid UTF-8 ({err.reason})") from err
 
 
-def iter_batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """Lists of ``size`` consecutive items (the last may be shorter)."""
-    batch: list[T] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def overlapped(items: Iterable[T], consume: Callable[[T], None], depth: int = 4) -> None:
     """Call ``consume`` on every item, in order, in a second thread, while this thread produces
     the next items (at most ``depth`` wait in between).

@@ -37,6 +37,8 @@ from psp.mine.shards import EmbeddingShard, open_embeddings, read_rows
 
 log = logging.getLogger(__name__)
 
+KNN = tuple[np.ndarray, np.ndarray]  # (dist float32 (n, k) descending, ids int64 (n, k); -1 = none)
+
 
 def uses_ivf(n_src: int, n_tgt: int, cfg: IndexConfig | None) -> bool:
     """Whether a pair of sides with these row counts is searched through IVF indexes.
@@ -179,7 +181,7 @@ def search_assigned(
     coarse: np.ndarray,
     k: int,
     block_size: int = 16384,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> KNN:
     """Top-k of each query row in ``index``, probing the lists already assigned to each query.
 
     ``lists``/``coarse`` come from :func:`fill_index` of the queries' own shard; the number of
@@ -187,6 +189,17 @@ def search_assigned(
     """
     ivf = _ivf(index)
     ivf.nprobe = lists.shape[1]
+    return _search_blocks(
+        index,
+        queries,
+        k,
+        block_size,
+        lambda block, a, b: search_preassigned(ivf, block, k, lists[a:b], coarse[a:b]),
+    )
+
+
+def _search_blocks(index: faiss.Index, queries, k: int, block_size: int, search) -> KNN:
+    """``search(block, start, stop)`` over blocks of query rows, into ``(-inf, -1)``-padded top-k."""
     dist = np.full((len(queries), k), -np.inf, dtype=np.float32)
     ids = np.full((len(queries), k), -1, dtype=np.int64)
     if index.ntotal == 0:
@@ -194,7 +207,7 @@ def search_assigned(
     for a in range(0, len(queries), block_size):
         block = read_rows(queries, a, a + block_size)
         b = a + len(block)
-        dist[a:b], ids[a:b] = search_preassigned(ivf, block, k, lists[a:b], coarse[a:b])
+        dist[a:b], ids[a:b] = search(block, a, b)
     dist[ids < 0] = -np.inf
     return dist, ids
 
@@ -227,20 +240,10 @@ def build_index(
     return index
 
 
-def search_index(
-    index: faiss.Index, queries, k: int, block_size: int = 65536
-) -> tuple[np.ndarray, np.ndarray]:
+def search_index(index: faiss.Index, queries, k: int, block_size: int = 65536) -> KNN:
     """Top-k of each query row (an array or an ``EmbeddingShard``), searched block by block.
 
     Missing neighbours (an index with fewer than ``k`` vectors, or lists probed that hold fewer)
     come back as ``(-inf, -1)``.
     """
-    dist = np.full((len(queries), k), -np.inf, dtype=np.float32)
-    ids = np.full((len(queries), k), -1, dtype=np.int64)
-    if index.ntotal == 0:
-        return dist, ids
-    for a in range(0, len(queries), block_size):
-        block = read_rows(queries, a, a + block_size)
-        dist[a : a + len(block)], ids[a : a + len(block)] = index.search(block, k)
-    dist[ids < 0] = -np.inf
-    return dist, ids
+    return _search_blocks(index, queries, k, block_size, lambda block, a, b: index.search(block, k))

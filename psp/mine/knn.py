@@ -25,13 +25,11 @@ import torch
 from tqdm import tqdm
 
 from psp.io import InputError, atomic_path
-from psp.mine.index import IndexedShard, search_assigned
+from psp.mine.index import KNN, IndexedShard, search_assigned
 from psp.mine.plan import ShardPlan
 from psp.mine.shards import open_embeddings, read_rows
 
 log = logging.getLogger(__name__)
-
-KNN = tuple[np.ndarray, np.ndarray]  # (dist float32 (n, k) descending, ids int64 (n, k); -1 = none)
 
 
 def empty_knn(n: int, k: int) -> KNN:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from psp.io import InputError, atomic_path
+from psp.io import InputError, atomic_path, iter_batches
 from psp.mine.plan import ShardPlan, read_shard_lines
 
 log = logging.getLogger(__name__)
@@ -74,24 +74,13 @@ def embed_shard(
         np.lib.format.write_array_header_1_0(out, {**header, "shape": (entry.rows, dim)})
         progress = tqdm(total=entry.rows, desc=f"embed shard {shard}", unit="line", disable=None)
         row = 0
-        for batch in _batches(read_shard_lines(text_path, plan, shard), batch_size):
+        for batch in iter_batches(read_shard_lines(text_path, plan, shard), batch_size):
             emb = _embed_batch(model, batch, batch_size, dim, text_path, entry.start + row)
             out.write(emb.astype(dtype, copy=False).tobytes())
             row += len(batch)
             progress.update(len(batch))
         progress.close()
     return Path(out_npy)
-
-
-def _batches(lines, size: int):
-    batch = []
-    for line in lines:
-        batch.append(line)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def _embed_batch(model, batch, batch_size, dim, text_path, first_line) -> np.ndarray:
