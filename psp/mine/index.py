@@ -189,6 +189,9 @@ def search_assigned(
     """
     ivf = _ivf(index)
     ivf.nprobe = lists.shape[1]
+    # search_preassigned runs on one thread in Faiss's default mode 0 (there, search() splits
+    # the queries over threads before calling it); mode 3 splits them inside it. Same results.
+    ivf.parallel_mode = 3
     return _search_blocks(
         index,
         queries,
