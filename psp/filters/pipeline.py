@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
 import json
 import multiprocessing
 import os
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +41,7 @@ from psp.filters.config import FilterConfig
 from psp.filters.dedup import SeenHashes
 from psp.filters.language import LangidCheck, check_chunk, init_worker
 from psp.filters.text import ngram_overlap, prepare_sentence, tokens
-from psp.io import atomic_open
+from psp.io import atomic_open, iter_batches
 
 if TYPE_CHECKING:
     from psp.corpora import RawPair
@@ -167,12 +166,6 @@ def _alive(reasons: list[str | None]) -> list[int]:
     return [i for i, reason in enumerate(reasons) if reason is None]
 
 
-def _batched(items: Iterable, size: int) -> Iterator[list]:
-    iterator = iter(items)
-    while batch := list(itertools.islice(iterator, size)):
-        yield batch
-
-
 def _run(
     records: Iterable[_Record],
     n_sides: int,
@@ -218,7 +211,7 @@ def _run(
                         removed[reason] += 1
                 bar.update(len(chunk.reasons))
 
-        for batch in _batched(records, chunk_size):
+        for batch in iter_batches(records, chunk_size):
             lines_in += len(batch)
             chunk = filt.prepare(batch)
             if use_pool:
