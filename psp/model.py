@@ -34,6 +34,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 import psp
+from psp.config_keys import reject_unknown_keys
 from psp.io import InputError, atomic_path
 from psp.spm import PieceEncoder
 
@@ -110,10 +111,7 @@ class ModelConfig:
             raise InputError(f"{where}: not valid JSON: {err}") from err
         if not isinstance(data, dict):
             raise InputError(f"{where}: expected a JSON object")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise InputError(f"{where}: unknown config keys {unknown} (known: {sorted(names)})")
+        reject_unknown_keys(data, cls, where, InputError)
         missing = sorted(
             f.name
             for f in dataclasses.fields(cls)

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from psp.config_keys import reject_unknown_keys
+
 LengthSide = Literal["src", "tgt", "both", "mean"]
 _LENGTH_SIDES = ("src", "tgt", "both", "mean")
 
@@ -121,10 +123,7 @@ class FilterConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FilterConfig:
         """Build from a plain mapping (YAML/JSON config); an unknown key is an error naming it."""
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown filter setting(s) {unknown}; known: {sorted(known)}")
+        reject_unknown_keys(d, cls, "filter settings")
         if "languages" not in d:
             raise ValueError("filter settings need 'languages'")
         d = dict(d)

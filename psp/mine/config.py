@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from psp.config_keys import reject_unknown_keys
+
 Margin = Literal["ratio", "distance", "absolute"]
 Retrieval = Literal["max", "fwd", "bwd", "intersect"]
 MARGINS = ("ratio", "distance", "absolute")
@@ -23,10 +25,7 @@ DEFAULT_THRESHOLDS = {"ratio": 1.06, "distance": 0.04, "absolute": 0.8}
 
 def _from_dict(cls, data: dict[str, Any] | None):
     data = dict(data or {})
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"{cls.__name__}: unknown key(s) {unknown}; known keys: {sorted(known)}")
+    reject_unknown_keys(data, cls, cls.__name__)
     return cls(**data)
 
 
