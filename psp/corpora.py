@@ -7,7 +7,7 @@ passed on unchanged, so the filter stage can count each reason for dropping a pa
 an error here is a file whose shape is wrong (misaligned sides, a row with the wrong number of
 columns, a truncated gzip), reported as :class:`psp.io.InputError` naming the file and line.
 
-Corpus ids are paths in the mirror layout (DESIGN §3), for example ``bitext/es-en/wmt-newstest``,
+Corpus ids are paths in the mirror layout (docs/design.md §3), for example ``bitext/es-en/wmt-newstest``,
 ``tatoeba/tatoeba.spa-eng``, ``paraphrase/parasci/acl-train``, ``paraphrase/paranmt/para-nmt-50m``.
 """
 

@@ -1,6 +1,6 @@
 """Training pairs as HDF5: piece ids already shuffled on disk, read back as contiguous slices.
 
-Layout (``LAYOUT_VERSION`` 1, DESIGN.md §4)::
+Layout (``LAYOUT_VERSION`` 1, docs/design.md §4)::
 
     /src/ids       int32  [total source pieces]   ids of all source sentences back to back
     /src/offsets   int64  [n_pairs + 1]           sentence i is ids[offsets[i]:offsets[i + 1]]

@@ -1,4 +1,4 @@
-# Clean pairs → piece ids in HDF5 (flat ids + offsets per side, shuffled on disk; DESIGN §4).
+# Clean pairs → piece ids in HDF5 (flat ids + offsets per side, shuffled on disk; docs/design.md §4).
 
 
 rule encode_hdf5:

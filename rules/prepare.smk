@@ -1,4 +1,4 @@
-# Corpora → clean, deduplicated, filtered training pairs (DESIGN §4 "Clean pairs").
+# Corpora → clean, deduplicated, filtered training pairs (docs/design.md §4 "Clean pairs").
 
 
 rule filter_pairs:

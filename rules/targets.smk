@@ -1,4 +1,4 @@
-# Targets users type (DESIGN §6): prepare_/train_/eval_ per model, mine_ per language pair.
+# Targets users type (docs/design.md §6): prepare_/train_/eval_ per model, mine_ per language pair.
 
 for _model in MODELS:
 

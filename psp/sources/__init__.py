@@ -1,6 +1,6 @@
 """Where every data set comes from, how to fetch it, and how to turn it into the mirror layout.
 
-The rest of the pipeline only reads the mirror layout (DESIGN §3). Three parts:
+The rest of the pipeline only reads the mirror layout (docs/design.md §3). Three parts:
 
 - :mod:`psp.sources.registry`: ``SOURCES``, keyed by the source's path in the mirror layout.
 - :mod:`psp.sources.download`: resumable, retried, checksummed, atomic downloads.

@@ -1,6 +1,6 @@
 """The registry of data sources: upstream URL, format and mirror-layout outputs of each.
 
-Everything else reads the mirror layout (DESIGN §3); this module is the one place that knows
+Everything else reads the mirror layout (docs/design.md §3); this module is the one place that knows
 where each data set comes from. Checksums are ``None`` where nobody has hashed the upstream
 file yet: a user who has can pin them here, and the download then refuses anything else.
 """
