@@ -1,8 +1,8 @@
-"""Evaluators, harness, tables and peers on hand-made files, plus one run on the real mirror."""
+"""Evaluators, harness and peers on hand-made files, plus one run on the real mirror (tables:
+tests/test_tables.py)."""
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 import json
 import re
@@ -15,19 +15,17 @@ from scipy import stats
 
 from psp.evaluate import (
     STS17_COLUMNS,
-    SequentialEvaluator,
     Sts17Evaluator,
     StsbEvaluator,
     StsEvaluator,
     TatoebaEvaluator,
-    combine_tables,
     evaluate_embedder,
     load_embedder,
     spec_label,
 )
 from psp.evaluate.peers import PeerUnavailable
 from psp.evaluate.readers import read_aligned, read_scored_pairs
-from psp.evaluate.tables import FLOOR_LABEL, read_rows
+from psp.evaluate.tables import read_table
 from psp.evaluate.tatoeba import retrieval_errors
 from psp.io import InputError
 
@@ -296,7 +294,7 @@ def test_harness_reports_bad_file_in_mirror(tmp_path):
         )
 
 
-# --- harness, tables, sequential ---------------------------------------------------------
+# --- harness, sequential ---------------------------------------------------------
 
 
 def test_evaluate_embedder_writes_files_and_tables(tmp_path):
@@ -321,29 +319,22 @@ def test_evaluate_embedder_writes_files_and_tables(tmp_path):
     assert saved["name"] == "tri"
     assert saved["speed"]["sentences"] > 0 and saved["speed"]["threads"] >= 1
 
-    sts_rows = read_rows(out / "sts.csv")
-    by_key = {(r["benchmark"], r["dataset"]): r for r in sts_rows}
-    assert by_key[("avg", "mean")]["pearson"] == pytest.approx(
+    sts_rows = read_table(out / "sts.csv").set_index(["benchmark", "dataset"])
+    assert sts_rows.loc[("avg", "mean"), "pearson"] == pytest.approx(
         saved["metrics"]["sts_avg_pearson"], abs=1e-4
     )
-    assert by_key[("STSB", "test")]["spearman"] == pytest.approx(
+    assert sts_rows.loc[("STSB", "test"), "spearman"] == pytest.approx(
         saved["metrics"]["stsb_test_spearman"], abs=1e-4
     )
-    tatoeba = read_rows(out / "tatoeba.csv")
-    assert [r["code"] for r in tatoeba] == ["spa", "fra", "avg"]
-    assert tatoeba[2]["mean_error"] == pytest.approx(
-        (tatoeba[0]["mean_error"] + tatoeba[1]["mean_error"]) / 2, abs=1e-3
+    tatoeba = read_table(out / "tatoeba.csv")
+    assert tatoeba["code"].tolist() == ["spa", "fra", "avg"]
+    assert tatoeba["mean_error"].iloc[2] == pytest.approx(
+        tatoeba["mean_error"].iloc[:2].mean(), abs=1e-3
     )
-
     tables = (out / "tables.md").read_text()
-    header = next(line for line in tables.splitlines() if line.startswith("| model | STS12"))
-    assert header == "| model | STS12 | STS13 | STS14 | STS15 | STS16 | Avg |"
-    avg = f"{saved['metrics']['sts_avg_pearson']:.1f}"
-    assert re.search(rf"^\| tri \|( [0-9.]+ \|){{5}} {re.escape(avg)} \|$", tables, re.M)
-    assert "| STS12 | first |" in tables and "| STS16 | second |" in tables
-    assert "| model | en-en | es-en | ar-en | avg |" in tables
-    assert re.search(r"^\| es \(spa\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$", tables, re.M)
-    assert "sentences/s" in tables
+    assert tables.startswith("# Evaluation: tri\n")
+    for heading in ("Table 2", "Table 3", "Table 4", "Embedding speed"):
+        assert heading in tables
 
     # Rerun with fewer benchmarks: no stale table from the first run survives.
     evaluate_embedder(
@@ -353,45 +344,14 @@ def test_evaluate_embedder_writes_files_and_tables(tmp_path):
     assert "Table 2" not in (out / "tables.md").read_text()
 
 
-def test_combine_tables_side_by_side_with_floor(tmp_path):
+def test_evaluators_declare_the_direction_of_their_primary_metric(tmp_path):
     root = make_mirror(tmp_path / "mirror")
-    dirs = {}
-    for name, dim in (("small", 64), ("big", 4096), ("random", 2)):
-        dirs[name] = tmp_path / name
-        evaluate_embedder(
-            TrigramEmbedder(dim), root, dirs[name], sts17_tracks=["en-en"], tatoeba_langs=["es"]
-        )
-    text = combine_tables({"small": dirs["small"], "big": dirs["big"]}, floor=dirs["random"])
-    assert "| model | STS12 | STS13 | STS14 | STS15 | STS16 | Avg |" in text
-    table2 = text.split("## Table 2")[1].split("Per dataset")[0]
-    assert [
-        line.split(" | ")[0]
-        for line in table2.splitlines()
-        if line.startswith("| ") and "model" not in line
-    ] == [
-        "| small",
-        "| big",
-        f"| {FLOOR_LABEL}",
-    ]
-    assert "| year | dataset | small | big | " + FLOOR_LABEL + " |" in text
-    assert "| language | small xx→en |" in text
-
-
-def test_sequential_evaluator_merges_and_logs(tmp_path):
-    root = make_mirror(tmp_path / "mirror")
-    evaluator = SequentialEvaluator(
-        [StsbEvaluator.from_dir(root, splits=("dev",)), TatoebaEvaluator.from_dir(root, ["es"])]
-    )
-    assert evaluator.primary_metric == "stsb_dev_spearman"
-    for epoch in range(2):
-        metrics = evaluator(TrigramEmbedder(), output_path=tmp_path / "logs", epoch=epoch, steps=10)
-    assert {"stsb_dev_spearman", "tatoeba_spa_error"} <= metrics.keys()
-    with open(tmp_path / "logs" / "stsb_results.csv") as handle:
-        log = list(csv.DictReader(handle))
-    assert [row["epoch"] for row in log] == ["0", "1"]
-    assert float(log[1]["stsb_dev_spearman"]) == pytest.approx(
-        metrics["stsb_dev_spearman"], abs=1e-3
-    )
+    stsb = StsbEvaluator.from_dir(root, splits=("dev",))
+    tatoeba = TatoebaEvaluator.from_dir(root, ["es"])
+    assert (stsb.primary_metric, stsb.greater_is_better) == ("stsb_dev_spearman", True)
+    assert (tatoeba.primary_metric, tatoeba.greater_is_better) == ("tatoeba_avg_error", False)
+    assert {stsb.primary_metric} <= stsb(TrigramEmbedder()).keys()
+    assert {tatoeba.primary_metric} <= tatoeba(TrigramEmbedder()).keys()
 
 
 # --- peers and CLI -----------------------------------------------------------------------
