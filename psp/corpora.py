@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import zip_longest
+from itertools import combinations, zip_longest
 from pathlib import Path
 
 from psp.io import InputError, iter_raw_lines
@@ -153,9 +153,10 @@ def _iter_tsv(path: Path, kind: str) -> Iterator[RawPair]:
                 raise InputError(f"{where}: MRPC label must be 0 or 1, found {label[:10]!r}")
             if label == b"1":
                 yield RawPair(_decode(cols[1]), _decode(cols[2]), None, where)
-        else:  # flickr30k-captions: independent captions of one image, two disjoint pairs
-            yield RawPair(_decode(cols[1]), _decode(cols[2]), None, where)
-            yield RawPair(_decode(cols[3]), _decode(cols[4]), None, where)
+        else:  # flickr30k-captions: five independent captions of one image, all ten pairs
+            captions = [_decode(col) for col in cols[1:]]
+            for a, b in combinations(captions, 2):
+                yield RawPair(a, b, None, where)
 
 
 def _number(raw: bytes, where: str) -> float:

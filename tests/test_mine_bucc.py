@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from psp.io import read_lines
 from psp.mine.bucc import (
+    BuccData,
     best_threshold,
     build_bucc_task,
     evaluate_at,
+    load_tasks,
     plot_pr_curves,
     precision_recall_curve,
 )
@@ -69,3 +72,26 @@ def test_pr_plot_is_written(tmp_path):
     mark = {"threshold": 0.7, **evaluate_at(SCORES, SRC, TGT, GOLD, 0.7)}
     out = plot_pr_curves({"dev": curve}, {"dev": mark}, tmp_path / "pr.png")
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_one_gold_corpus_is_split_into_disjoint_dev_and_test_halves(shared_data):
+    """de-en has no TICO-19: dev and test name ntrex128, whose pairs are then split in two."""
+    data = BuccData(
+        dev_gold="bitext/de-en/ntrex128",
+        test_gold="bitext/de-en/ntrex128",
+        src_lang="de",
+        src_distractors=("bitext/de-en/wmt-newstest.de.gz",),
+        n_distractors=100,
+    )
+    tasks = load_tasks(shared_data, data)
+    gold = {
+        split: {(src[i], tgt[j]) for i, j in pairs} for split, (src, tgt, pairs) in tasks.items()
+    }
+    assert not gold["dev"] & gold["test"]
+    assert abs(len(gold["dev"]) - len(gold["test"])) < 50
+    # every gold pair is a line-aligned pair of the corpus, and together they cover it
+    de = read_lines(shared_data / "bitext/de-en/ntrex128.de.gz")
+    en = read_lines(shared_data / "bitext/de-en/ntrex128.en.gz")
+    corpus = set(zip(de, en, strict=True))
+    assert gold["dev"] | gold["test"] <= corpus
+    assert len(gold["dev"]) + len(gold["test"]) > 0.95 * len(corpus)

@@ -210,14 +210,42 @@ def load_tasks(
             "dev": [lines[i] for i in perm[:half][: data.n_distractors]],
             "test": [lines[i] for i in perm[half:][: data.n_distractors]],
         }
-    tasks = {}
-    for split, gold_id in (("dev", data.dev_gold), ("test", data.test_gold)):
-        gold_src = read_lines(root / f"{gold_id}.{data.src_lang}.gz")[: data.max_gold]
-        gold_tgt = read_lines(root / f"{gold_id}.{data.tgt_lang}.gz")[: data.max_gold]
-        tasks[split] = build_bucc_task(
-            gold_src, gold_tgt, pools["src"][split], pools["tgt"][split], data.seed
+    golds = {
+        split: (
+            read_lines(root / f"{gold_id}.{data.src_lang}.gz"),
+            read_lines(root / f"{gold_id}.{data.tgt_lang}.gz"),
         )
-    return tasks
+        for split, gold_id in (("dev", data.dev_gold), ("test", data.test_gold))
+    }
+    if data.dev_gold == data.test_gold:
+        golds = _split_gold(*golds["dev"], rng)
+    return {
+        split: build_bucc_task(
+            gold_src[: data.max_gold],
+            gold_tgt[: data.max_gold],
+            pools["src"][split],
+            pools["tgt"][split],
+            data.seed,
+        )
+        for split, (gold_src, gold_tgt) in golds.items()
+    }
+
+
+def _split_gold(
+    src: list[str], tgt: list[str], rng: np.random.Generator
+) -> dict[str, tuple[list[str], list[str]]]:
+    """Disjoint random halves of one gold corpus, for a language pair with a single test set.
+
+    Some pairs have one held-out parallel set only (de-en and tr-en lack TICO-19); tuning the
+    threshold on one half and reporting on the other keeps dev and test gold apart.
+    """
+    if len(src) != len(tgt):
+        raise ValueError(f"gold sides differ in length: {len(src)} vs {len(tgt)}")
+    perm = rng.permutation(len(src))
+    halves = {"dev": np.sort(perm[: len(perm) // 2]), "test": np.sort(perm[len(perm) // 2 :])}
+    return {
+        split: ([src[i] for i in rows], [tgt[i] for i in rows]) for split, rows in halves.items()
+    }
 
 
 def run_bucc(
