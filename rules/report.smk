@@ -1,4 +1,5 @@
-# All models, their untrained floors and peers side by side, with training curves and mining.
+# The paper's tables for all models beside their untrained floors and the peers, with training
+# curves and mining; the README's results section and every score as one tidy CSV.
 
 
 rule report:
@@ -6,10 +7,15 @@ rule report:
         **get_report_inputs(),
     output:
         report="results/report.md",
+        readme="results/readme_results.md",
+        results="results/tables/results.csv",
     log:
         "results/logs/report/report.log",
     localrule: True
     conda:
         "../envs/psp.yaml"
+    params:
+        languages={model: spec["languages"] for model, spec in MODELS.items()},
+        corpora={model: spec["corpora"] for model, spec in MODELS.items()},
     script:
         "../workflow_scripts/write_report.py"

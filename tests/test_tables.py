@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -31,7 +32,8 @@ def md_table(text: str, heading: str) -> pd.DataFrame:
         lambda line: line.startswith("|"),
         itertools.dropwhile(lambda line: not line.startswith("|"), after),
     )
-    cells = [[cell.strip() for cell in row.strip().strip("|").split("|")] for row in rows]
+    # A cell's own "|" is escaped as "\\|".
+    cells = [[cell.strip() for cell in re.split(r"(?<!\\)\|", row.strip()[1:-1])] for row in rows]
     return pd.DataFrame(cells[2:], columns=cells[0])
 
 
@@ -126,6 +128,9 @@ def test_combine_tables_side_by_side_with_floor(tmp_path):
                 find(rows["sts"], benchmark=year, dataset="mean")["pearson"]
             )
     per_dataset = md_table(text, "Per dataset").set_index(["year", "dataset"])
+    assert set(per_dataset.index) == {
+        (y, d) for y, i in zip(YEARS, "01") for d in (f"news{i}", "NA")
+    }
     assert per_dataset.loc[("STS12", "news0"), FLOOR_LABEL] == "n/a"
     assert per_dataset.loc[("STS13", "NA"), "big"] == fmt(
         find(big["sts"], benchmark="STS13", dataset="NA")["pearson"]

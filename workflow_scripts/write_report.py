@@ -1,15 +1,26 @@
-"""Rule report: results/report.md from the outputs of every other rule."""
+"""Rule report: results/report.md, readme_results.md and tables/results.csv from every other rule's outputs."""
 
-from psp.report import write_report
+from psp.report import ReportInputs, write_report
 from psp.workflow_runtime import setup
 
 setup(snakemake)
+inputs = snakemake.input
 write_report(
     snakemake.output.report,
-    evals=snakemake.input.evals,
-    floors=snakemake.input.floors,
-    peers=snakemake.input.peers,
-    train_logs=snakemake.input.train_logs,
-    mined=snakemake.input.mined,
-    bucc=snakemake.input.bucc,
+    ReportInputs(
+        evals=inputs.evals,
+        languages=snakemake.params.languages,
+        floors=inputs.floors,
+        peers=inputs.peers,
+        train_logs=inputs.train_logs,
+        mined=inputs.mined,
+        bucc=inputs.bucc,
+        data_stats=inputs.data_stats,
+        spm_stats=inputs.get("spm_stats", []),
+        corpora=snakemake.params.corpora,
+        speed=inputs.get("speed"),
+        speed_plot=inputs.get("speed_plot"),
+    ),
+    readme_path=snakemake.output.readme,
+    results_path=snakemake.output.results,
 )

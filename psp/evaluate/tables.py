@@ -30,6 +30,8 @@ SCORE_COLUMNS = ("pearson", "spearman", "xx2en_error", "en2xx_error", "mean_erro
 #: A cell the results do not fill (a model not evaluated on that task), so no cell is blank.
 MISSING = "–"
 STS_AVG = "STS avg"
+#: The ``benchmark`` of an STS 2012-16 year's rows (``STS17`` is SemEval-2017, another table).
+STS_YEAR = r"STS1[2-6]$"
 TATOEBA_METRICS = {"xx2en_error": "xx→en", "en2xx_error": "en→xx", "mean_error": "mean"}
 
 
@@ -166,7 +168,7 @@ def language_label(code: str) -> str:
 
 
 def _sts_sections(scores: pd.DataFrame) -> list[str]:
-    years = scores[scores["benchmark"].str.match(r"STS1\d$")]
+    years = scores[scores["benchmark"].str.match(STS_YEAR)]
     out = []
     by_year = select(with_text(scores), benchmark=[*years["benchmark"], STS_AVG])
     means = select(by_year, task="mean", metric="pearson")
