@@ -1,7 +1,11 @@
-"""Training speed: lazy row-sparse Adam vs the same trainer with dense Adam, plus STS-B quality.
+"""Training speed: lazy row-sparse Adam vs dense Adam, the per-epoch shuffle vs the former block
+order, plus STS-B quality.
 
-One command, one run, same data and hyperparameters for both (dim 1024, batch 128, mega-batch
-100): the es-en bitext of the data mirror (wmt-newstest + un-v1.0-dev-test, ~24k pairs),
+One command, one run, same data and hyperparameters for all (dim 1024, batch 128, mega-batch
+100): lazy Adam with the per-epoch permutation (:mod:`psp.train.data`), lazy Adam with the
+former order (contiguous blocks of one capped mega-batch, only the block order permuted per
+epoch: kept here, in :func:`former_order`, as the "before" of the shuffle), and dense Adam. The
+data: the es-en bitext of the data mirror (wmt-newstest + un-v1.0-dev-test, ~24k pairs),
 lowercased, a SentencePiece model of 8k pieces, written with ``psp.hdf5.write_pairs``.
 
 ``anneal`` is set to 1 (paper: 150) so that the mega-batch size reaches 100 within the first
@@ -21,12 +25,16 @@ with the table, the lazy one with the rows a minibatch uses.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import gzip
+import math
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import torch
@@ -38,9 +46,55 @@ from psp.model import load
 from psp.optim import DenseAdam, LazyAdam
 from psp.spm import train_spm
 from psp.train import TrainConfig, train
+from psp.train.bags import concat_bags, truncated_bags
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = ("wmt-newstest", "un-v1.0-dev-test")
+
+
+class BlockOrder:
+    """The former epoch order: the file in blocks of one capped mega-batch, blocks permuted."""
+
+    def __init__(self, n_pairs: int, seed: int, epoch: int, window_pairs: int):
+        self.n_pairs, self.block = n_pairs, window_pairs
+        self.blocks = np.random.default_rng([seed, epoch]).permutation(
+            math.ceil(n_pairs / window_pairs)
+        )
+
+    def __len__(self) -> int:
+        return self.n_pairs
+
+
+class BlockStream:
+    """Reads stream positions of a :class:`BlockOrder` as at most two contiguous slices."""
+
+    def __init__(self, reader, order: BlockOrder, max_pieces: int | None):
+        self.reader, self.order, self.max_pieces = reader, order, max_pieces
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def read(self, start: int, stop: int):
+        src, tgt, block = [], [], self.order.block
+        for k, b in enumerate(self.order.blocks):
+            first = int(b) * block
+            length = min(first + block, self.order.n_pairs) - first
+            lo, hi = max(start, k * block), min(stop, k * block + length)
+            if lo < hi:
+                batch = self.reader.read(lo - k * block + first, hi - k * block + first)
+                src.append(truncated_bags(batch.src_ids, batch.src_offsets, self.max_pieces))
+                tgt.append(truncated_bags(batch.tgt_ids, batch.tgt_offsets, self.max_pieces))
+        return concat_bags(src), concat_bags(tgt)
+
+
+@contextlib.contextmanager
+def former_order() -> Iterator[None]:
+    """Train with the former block order instead of the per-epoch permutation."""
+    with (
+        mock.patch("psp.train.loop.EpochOrder", BlockOrder),
+        mock.patch("psp.train.loop.EpochStream", BlockStream),
+    ):
+        yield
 
 
 def prepare(data: Path, out: Path) -> tuple[Path, Path, int]:
@@ -145,7 +199,12 @@ def main() -> None:
         h5, spm, n = prepare(args.data, tmp)
         print(f"data: {n} pairs, spm 8k, prepared in {time.perf_counter() - t0:.0f}s")
         results = {}
-        for name, sparse in (("lazy sparse Adam", True), ("dense Adam", False)):
+        runs = (
+            ("lazy sparse Adam", True, contextlib.nullcontext),
+            ("lazy, former order", True, former_order),
+            ("dense Adam", False, contextlib.nullcontext),
+        )
+        for name, sparse, order in runs:
             cfg = TrainConfig(
                 epochs=args.epochs,
                 anneal=1,
@@ -156,31 +215,36 @@ def main() -> None:
             )
             clock = StepClock()
             start, load = time.perf_counter(), os.getloadavg()[0]
-            out = train(cfg, h5, spm, tmp / name / "model", tmp / name / "work", on_step=clock)
+            with order():
+                out = train(cfg, h5, spm, tmp / name / "model", tmp / name / "work", on_step=clock)
             wall = time.perf_counter() - start
             rate = clock.steady_state(tmp / name / "work", n, cfg.megabatch_size, cfg.batch_size)
             sts = stsb_spearman(out, args.data)
             results[name] = rate
             print(
-                f"{name:>17}: {rate['pairs_per_wall_s']:6.0f} pairs/s, "
+                f"{name:>18}: {rate['pairs_per_wall_s']:6.0f} pairs/s, "
                 f"{rate['pairs_per_cpu_s']:6.0f} pairs/CPU-s at mega-batch 100 | "
                 f"{wall:4.0f}s for {args.epochs} epochs, load avg {load:.1f}->"
                 f"{os.getloadavg()[0]:.1f} | STS-B Spearman dev {sts['dev']:.1f} "
                 f"test {sts['test']:.1f}"
             )
             print(
-                f"{'':>17}  per mega-batch: read+embed+mine {rate['mine_wall_s']:.2f}s wall "
+                f"{'':>18}  per mega-batch: read+embed+mine {rate['mine_wall_s']:.2f}s wall "
                 f"({rate['mine_cpu_s']:.2f} CPU-s), 100 steps {rate['steps_wall_s']:.2f}s wall "
                 f"({rate['steps_cpu_s']:.2f} CPU-s)"
             )
-        ratio = {
-            k: results["lazy sparse Adam"][k] / results["dense Adam"][k]
-            for k in ("pairs_per_wall_s", "pairs_per_cpu_s")
-        }
+        for label, base in (
+            ("per-epoch shuffle / former order", "lazy, former order"),
+            ("speed-up lazy/dense", "dense Adam"),
+        ):
+            wall, cpu = (
+                results["lazy sparse Adam"][k] / results[base][k]
+                for k in ("pairs_per_wall_s", "pairs_per_cpu_s")
+            )
+            print(f"{label}: {wall:.2f}x wall, {cpu:.2f}x per CPU-second")
         print(
-            f"speed-up lazy/dense: {ratio['pairs_per_wall_s']:.2f}x wall, "
-            f"{ratio['pairs_per_cpu_s']:.2f}x per CPU-second (torch {torch.__version__}, "
-            f"{args.threads} threads, dim 1024, batch 128, mega-batch 100, vocab 8k)"
+            f"(torch {torch.__version__}, {args.threads} threads, dim 1024, batch 128, "
+            "mega-batch 100, vocab 8k, grad_clip 5)"
         )
         for vocab in (8000, 50000):
             lazy, dense = (optimizer_step_ms(h5, vocab, sparse) for sparse in (True, False))

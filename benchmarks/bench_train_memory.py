@@ -1,11 +1,13 @@
-"""Training memory stays flat as the corpus grows: peak RSS for 1M vs 4M pairs.
+"""Training memory stays flat as the corpus grows: peak RSS for 1M vs 4M pairs, with the
+per-epoch shuffle and with the former block order (``bench_train.former_order``).
 
-Writes two synthetic training files in the DESIGN §4 layout with h5py (random piece ids, 5-40
+Writes two synthetic training files in the ``docs/design.md`` §4 layout with h5py (random piece ids, 5-40
 pieces per sentence, ``spm_sha256`` of a small real SentencePiece model so the trainer accepts
 them), then trains the same bounded number of steps on each in a fresh subprocess (dim 1024,
 batch 128; with ``anneal`` 1 the mega-batch reaches 100 at step 127, and training stops at the
 end of that first 100-minibatch mega-batch) and prints each peak RSS and the ratio.
-The trainer reads contiguous slices, so the 4x larger file should cost no more memory.
+The trainer holds the block permutation (n / 64 integers) and a window or two of pairs, so
+the 4x larger file should cost next to no more memory, in either order.
 
     python benchmarks/bench_train_memory.py [--sizes 1000000 4000000] [--steps 128]
 """
@@ -31,14 +33,20 @@ from psp.spm import PieceEncoder, train_spm
 REPO = Path(__file__).resolve().parents[1]
 
 CHILD = """
-import json, resource, sys
+import contextlib, json, resource, sys, time
+sys.path.insert(0, sys.argv[6])
+from bench_train import former_order
 from psp.train import TrainConfig, train
 h5, spm, out, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+order = former_order if sys.argv[5] == "former" else contextlib.nullcontext
 cfg = TrainConfig(epochs=1, anneal=1, max_steps=steps, threads=2, checkpoint_every=10**9)
-model_dir = train(cfg, h5, spm, out + "/model", out + "/work")
+wall, cpu = time.perf_counter(), time.process_time()
+with order():
+    model_dir = train(cfg, h5, spm, out + "/model", out + "/work")
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 steps = json.loads((model_dir / "config.json").read_text())["provenance"]["steps"]
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"peak_rss_mib": peak, "steps": steps}))
+print(json.dumps({"peak_rss_mib": peak, "steps": steps, "wall_s": wall, "cpu_s": cpu}))
 """
 
 
@@ -97,36 +105,39 @@ def main() -> None:
         tmp = Path(tmp)
         spm = small_spm(args.data, tmp / "spm.model")
         encoder = PieceEncoder(spm)
-        peaks = []
+        peaks: dict[str, list[float]] = {"shuffle": [], "former": []}
         for n in args.sizes:
             h5 = tmp / f"pairs{n}.h5"
             write_synthetic(h5, n, encoder)
-            run = subprocess.run(
-                [
+            size_mib = h5.stat().st_size / 2**20
+            for order, label in (
+                ("former", "former block order"),
+                ("shuffle", "per-epoch shuffle"),
+            ):
+                command = [
                     sys.executable,
                     "-c",
                     CHILD,
                     str(h5),
                     str(spm),
-                    str(tmp / f"run{n}"),
-                    str(args.steps),
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            result = json.loads(run.stdout.strip().splitlines()[-1])
-            peak = result["peak_rss_mib"]
-            peaks.append(peak)
-            size_mib = h5.stat().st_size / 2**20
-            print(
-                f"{n:>9,} pairs ({size_mib:,.0f} MiB on disk): peak RSS {peak:,.0f} MiB "
-                f"after {result['steps']} steps (mega-batch 100 reached)"
-            )
+                    str(tmp / f"run{n}{order}"),
+                ]
+                command += [str(args.steps), order, str(Path(__file__).parent)]
+                run = subprocess.run(command, capture_output=True, text=True, check=True)
+                result = json.loads(run.stdout.strip().splitlines()[-1])
+                peaks[order].append(result["peak_rss_mib"])
+                print(
+                    f"{n:>9,} pairs ({size_mib:,.0f} MiB on disk), {label:>18}: peak RSS "
+                    f"{result['peak_rss_mib']:,.0f} MiB after {result['steps']} steps "
+                    f"(mega-batch 100 reached) in {result['wall_s']:.0f}s wall, "
+                    f"{result['cpu_s']:.0f} CPU-s"
+                )
             h5.unlink()
-        print(
-            f"peak RSS ratio {args.sizes[1]:,} / {args.sizes[0]:,} pairs: {peaks[1] / peaks[0]:.3f}"
-        )
+        for order, values in peaks.items():
+            print(
+                f"peak RSS ratio {args.sizes[1]:,} / {args.sizes[0]:,} pairs, {order}: "
+                f"{values[1] / values[0]:.3f}"
+            )
 
 
 if __name__ == "__main__":

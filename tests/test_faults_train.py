@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from .faults import PSP, run_psp, temporaries
 
 SETTINGS = ["--dim", "16", "--epochs", "3", "--batch-size", "32", "--megabatch-size", "4"]
-SETTINGS += ["--threads", "1"]
+SETTINGS += ["--threads", "1", "--no-eval"]
 
 
 @pytest.fixture(scope="module")

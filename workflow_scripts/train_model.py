@@ -8,7 +8,10 @@ from psp.train import TrainConfig, has_checkpoint, train
 from psp.workflow_runtime import setup
 
 setup(snakemake)
-cfg = TrainConfig.from_dict(snakemake.params.train | {"threads": snakemake.threads})
+cfg = TrainConfig.from_dict(
+    snakemake.params.train | {"threads": snakemake.threads},
+    f"config models.{snakemake.wildcards.model}.train",
+)
 # train() writes train_log.tsv, learning_curve.png (both outputs) and checkpoints/ (not one,
 # see rules/train.smk) into one folder.
 work_dir = Path(snakemake.output.log_tsv).parent

@@ -1,51 +1,53 @@
-"""``psp train``: train a P-SP model from a training HDF5 file and its SentencePiece model."""
+"""``psp train``: train a P-SP model from a training HDF5 file and its SentencePiece model.
+
+Every training key (:class:`psp.train.TrainConfig`) has a flag, made from the config's own
+field specs, so names, defaults and ranges are those of the config file and the workflow.
+Values come from the defaults, then ``--config``, then the flags. After each epoch the model is
+scored on STS-B dev (``--data``, else ``$PSP_SHARED_DATA``), which picks the exported epoch;
+``--no-eval`` trains without it (and exports the last epoch).
+"""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import os
 from pathlib import Path
 
-from psp.cli.options import (
-    fraction,
-    input_file,
-    non_negative_int,
-    positive_float,
-    positive_int,
-)
+from psp.cli.options import input_file
 from psp.io import InputError
 
 NAME = "train"
+#: A flag not given leaves no attribute, so the config file's value (or the default) stays.
+SUPPRESS = argparse.SUPPRESS
+HELP = "train a P-SP model"
 
 
 def input_path(text: str) -> Path:
     return Path(input_file(text))
 
 
-HELP = "train a P-SP model"
+def flag_type(spec):
+    """An argparse ``type`` that parses and range-checks one training key."""
 
-# Flags that override single config values: (flag, config key, type).
-_OVERRIDES = [
-    ("--epochs", "epochs", positive_int),
-    ("--dim", "dim", positive_int),
-    ("--batch-size", "batch_size", positive_int),
-    ("--megabatch-size", "megabatch_size", positive_int),
-    ("--lr", "lr", positive_float),
-    ("--dropout", "dropout", fraction),
-    ("--max-steps", "max_steps", positive_int),
-    ("--seed", "seed", non_negative_int),
-    ("--device", "device", str),
-    ("--threads", "threads", positive_int),
-]
+    def parse(text: str):
+        try:
+            return spec.parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parse.__name__ = spec.kind.__name__  # argparse names the type in its messages
+    return parse
 
 
 def register(subparsers) -> None:
+    from psp.train.config import specs
+
     parser = subparsers.add_parser(
         NAME,
         help=HELP,
         description=__doc__,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--h5", required=True, type=input_path, help="training pairs (psp.hdf5 layout)"
@@ -57,13 +59,27 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--work-dir", required=True, type=Path, help="log, learning curve, checkpoints"
     )
-    parser.add_argument("--config", type=input_path, help="YAML or JSON file of TrainConfig values")
+    parser.add_argument("--config", type=input_path, help="YAML or JSON file of training keys")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     parser.add_argument(
-        "--dense", action="store_true", help="dense Adam instead of the lazy sparse one"
+        "--data",
+        type=Path,
+        default=os.environ.get("PSP_SHARED_DATA"),
+        help="data mirror holding sts/stsb/dev.tsv for the per-epoch evaluation "
+        "(default: $PSP_SHARED_DATA)",
     )
-    for flag, key, kind in _OVERRIDES:
-        parser.add_argument(flag, dest=key, type=kind, default=None, help=f"override {key}")
+    parser.add_argument(
+        "--no-eval", action="store_true", help="no per-epoch evaluation: export the last epoch"
+    )
+    keys = parser.add_argument_group("training keys (default: the config file's, else shown)")
+    for key, (default, spec) in specs().items():
+        flag = "--" + key.replace("_", "-")
+        text = f"{spec.help} (default: {'none' if default is None else default})"
+        if spec.kind is bool:
+            action = argparse.BooleanOptionalAction
+            keys.add_argument(flag, dest=key, action=action, default=SUPPRESS, help=text)
+        else:
+            keys.add_argument(flag, dest=key, type=flag_type(spec), default=SUPPRESS, help=text)
     parser.set_defaults(func=run)
 
 
@@ -84,19 +100,52 @@ def load_config(path: Path | None) -> dict:
     return values
 
 
-def run(args: argparse.Namespace) -> int:
-    from psp.train import TrainConfig, train
+def build_config(args: argparse.Namespace):
+    """The config file's values (checked on their own, so an error names the file), then the
+    flags given on the command line."""
+    from psp.train import TrainConfig
 
     values = load_config(args.config)
-    values.update(
-        {key: getattr(args, key) for _, key, _ in _OVERRIDES if getattr(args, key) is not None}
-    )
-    if args.dense:
-        values["sparse"] = False
     try:
-        cfg = TrainConfig.from_dict(values)
+        TrainConfig.from_dict(values, str(args.config))
     except ValueError as err:
-        raise InputError(f"{args.config or 'command line'}: {err}") from err
-    model_dir = train(cfg, args.h5, args.spm, args.model_dir, args.work_dir, resume=args.resume)
-    print(json.dumps({"model_dir": str(model_dir), **dataclasses.asdict(cfg)}))
+        raise InputError(str(err)) from err
+    for key in TrainConfig.__dataclass_fields__:
+        if hasattr(args, key):  # given on the command line (``none`` included)
+            values[key] = getattr(args, key)
+    return TrainConfig.from_dict(values, "command line")
+
+
+def build_evaluator(args: argparse.Namespace):
+    """STS-B dev from the data mirror, or ``None`` with ``--no-eval``."""
+    if args.no_eval:
+        return None
+    if args.data is None:
+        raise InputError(
+            "no evaluation data: pass --data MIRROR (holding sts/stsb/dev.tsv), "
+            "set PSP_SHARED_DATA, or train with --no-eval"
+        )
+    from psp.evaluate import StsbEvaluator
+
+    try:
+        return StsbEvaluator.from_dir(args.data, splits=("dev",))
+    except FileNotFoundError as err:
+        raise InputError(f"{err}; pass another --data or train with --no-eval") from err
+
+
+def run(args: argparse.Namespace) -> int:
+    from psp.train import train
+
+    cfg = build_config(args)
+    evaluator = build_evaluator(args)
+    model_dir = train(
+        cfg,
+        args.h5,
+        args.spm,
+        args.model_dir,
+        args.work_dir,
+        resume=args.resume,
+        evaluator=evaluator,
+    )
+    print(json.dumps({"model_dir": str(model_dir), **cfg.to_dict()}))
     return 0

@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from psp.evaluate.base import Embedder, Evaluator, SequentialEvaluator
+from psp.evaluate.base import Embedder, Evaluator
 from psp.evaluate.harness import build_evaluators, evaluate_embedder
 from psp.evaluate.peers import PeerUnavailable, load_embedder, spec_label
 from psp.evaluate.sts import StsbEvaluator, StsEvaluator
@@ -31,7 +31,6 @@ __all__ = [
     "Embedder",
     "Evaluator",
     "PeerUnavailable",
-    "SequentialEvaluator",
     "Sts17Evaluator",
     "StsEvaluator",
     "StsbEvaluator",

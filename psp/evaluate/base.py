@@ -1,24 +1,21 @@
 """What every evaluator shares: the embedder protocol, the evaluator protocol and the maths.
 
-The evaluator protocol follows sentence-transformers (``__call__(model, output_path=None,
-epoch=-1, steps=-1) -> dict[str, float]`` with name-prefixed keys and a ``primary_metric``), so
-the same objects serve the training loop (best-epoch selection) and the evaluation harness.
+The evaluator protocol follows sentence-transformers (``__call__(model) -> dict[str, float]``
+with name-prefixed keys, a ``primary_metric`` and whether it is ``greater_is_better``), so the
+same objects serve the training loop (best-epoch selection, :mod:`psp.train.selection`) and the
+evaluation harness.
 Each evaluator also exposes ``compute(model) -> rows``: the per-dataset table the harness writes
 to CSV, from which ``metrics(rows)`` derives the flat dictionary.
 """
 
 from __future__ import annotations
 
-import csv
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-
-from psp.io import InputError, atomic_open, iter_lines
 
 
 @runtime_checkable
@@ -100,6 +97,7 @@ class Evaluator:
 
     name: str
     primary_metric: str
+    #: Direction of ``primary_metric`` for best-epoch selection (Tatoeba error: lower is better).
     greater_is_better: bool = True
     #: Column names of the rows :meth:`compute` returns.
     columns: tuple[str, ...]
@@ -112,71 +110,6 @@ class Evaluator:
     def metrics(self, rows: list[Row]) -> dict[str, float]:
         raise NotImplementedError
 
-    @property
-    def csv_file(self) -> str:
-        return f"{self.name}_results.csv"
-
-    def __call__(
-        self,
-        model: EmbedderOrMap,
-        output_path: str | Path | None = None,
-        epoch: int = -1,
-        steps: int = -1,
-    ) -> dict[str, float]:
-        """Evaluate ``model``; with ``output_path``, append one row to ``{name}_results.csv``."""
-        metrics = self.metrics(self.compute(model))
-        if output_path is not None:
-            append_results_row(Path(output_path) / self.csv_file, epoch, steps, metrics)
-        return metrics
-
-
-def append_results_row(path: Path, epoch: int, steps: int, metrics: Mapping[str, float]) -> None:
-    """Append ``epoch, steps, metrics...`` to a CSV log, rewriting it atomically.
-
-    The log is small (one row per evaluation), so rewriting keeps the all-or-nothing guarantee
-    that a plain append would lose.
-    """
-    header = ["epoch", "steps", *metrics]
-    rows: list[list[str]] = []
-    if path.exists():
-        lines = [text for _, text in iter_lines(path)]
-        existing = list(csv.reader(lines))
-        if existing and existing[0] != header:
-            raise InputError(f"{path}:1: header differs from this evaluator's metrics")
-        rows = existing[1:]
-    rows.append([str(epoch), str(steps), *(f"{value:.6g}" for value in metrics.values())])
-    with atomic_open(path, "wt") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(header)
-        writer.writerows(rows)
-
-
-class SequentialEvaluator(Evaluator):
-    """Run several evaluators on the same model and merge their metrics.
-
-    ``primary_metric`` is the primary metric of the evaluator at ``main_index`` (default: the
-    first), so a combination can still drive best-epoch selection.
-    """
-
-    def __init__(
-        self, evaluators: Sequence[Evaluator], main_index: int = 0, name: str = "sequential"
-    ):
-        if not evaluators:
-            raise ValueError("SequentialEvaluator needs at least one evaluator")
-        self.evaluators = list(evaluators)
-        self.name = name
-        main = self.evaluators[main_index]
-        self.primary_metric = main.primary_metric
-        self.greater_is_better = main.greater_is_better
-
-    def __call__(
-        self,
-        model: EmbedderOrMap,
-        output_path: str | Path | None = None,
-        epoch: int = -1,
-        steps: int = -1,
-    ) -> dict[str, float]:
-        merged: dict[str, float] = {}
-        for evaluator in self.evaluators:
-            merged.update(evaluator(model, output_path, epoch, steps))
-        return merged
+    def __call__(self, model: EmbedderOrMap) -> dict[str, float]:
+        """Evaluate ``model``: the flat metrics of :meth:`compute`'s rows."""
+        return self.metrics(self.compute(model))

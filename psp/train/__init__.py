@@ -1,0 +1,46 @@
+"""Train a P-SP model (mean of SentencePiece embeddings) with mega-batch hard negatives.
+
+The method (Wieting et al.): for a pair ``(s, t)`` the loss is
+``[δ - cos(s,t) + cos(s,t')]+ + [δ - cos(s,t) + cos(t,s')]+`` where ``t'`` (``s'``) is the target
+(source) of the mega-batch most similar to ``s`` (``t``), its own partner excluded. A mega-batch
+is ``M`` minibatches, embedded once under ``no_grad`` with the parameters at its start; ``M``
+grows by one every ``anneal`` minibatches up to ``megabatch_size`` and is never reset.
+
+One module per concern: :mod:`~psp.train.config` (hyperparameters), :mod:`~psp.train.data`
+(the per-epoch shuffle read from HDF5), :mod:`~psp.train.bags` (ragged sentences),
+:mod:`~psp.train.ops` (pooling and loss with hand-written backward passes),
+:mod:`~psp.train.negatives` (mining), :mod:`~psp.train.step` (one sparse update),
+:mod:`~psp.train.checkpoint`, :mod:`~psp.train.log`, :mod:`~psp.train.selection` (best epoch)
+and :mod:`~psp.train.loop` (the :class:`Trainer` and :func:`train`).
+"""
+
+from __future__ import annotations
+
+from psp.train.bags import Bags, concat_bags
+from psp.train.checkpoint import TrainState, has_checkpoint
+from psp.train.config import TrainConfig, megabatch_size_at
+from psp.train.data import EpochOrder, EpochStream, plan_megabatches
+from psp.train.loop import Trainer, train
+from psp.train.negatives import mine_negatives
+from psp.train.ops import embed_bags, margin_loss, pool
+from psp.train.step import train_step, unique_rows
+
+__all__ = [
+    "Bags",
+    "EpochOrder",
+    "EpochStream",
+    "TrainConfig",
+    "TrainState",
+    "Trainer",
+    "concat_bags",
+    "embed_bags",
+    "has_checkpoint",
+    "margin_loss",
+    "megabatch_size_at",
+    "mine_negatives",
+    "plan_megabatches",
+    "pool",
+    "train",
+    "train_step",
+    "unique_rows",
+]

@@ -1,0 +1,77 @@
+"""One minibatch update on the few thousand table rows the minibatch uses.
+
+The gradient of a minibatch lives on those rows, so the step gathers them once
+(``index_select``), pools them, back-propagates into that small block and hands
+``(rows, grad)`` and the gathered rows to a row-sparse Adam (:mod:`psp.optim`), which updates
+them in one fused pass and writes them back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+from psp.optim import DenseAdam, LazyAdam
+from psp.train.bags import Bags, concat_bags
+from psp.train.config import TrainConfig
+from psp.train.ops import margin_loss, pool
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``n`` torch threads (``None``: unchanged), restoring them after."""
+    previous = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def unique_rows(ids: torch.Tensor, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.unique(ids, return_inverse=True)`` for ids in ``[0, vocab)``, without a sort:
+    a presence mask over the vocabulary and a lookup table, linear in ``vocab + len(ids)``."""
+    present = torch.zeros(vocab, dtype=torch.bool, device=ids.device)
+    present[ids] = True
+    rows = torch.nonzero(present).squeeze(1)
+    lookup = torch.empty(vocab, dtype=torch.int64, device=ids.device)
+    lookup[rows] = torch.arange(len(rows), device=ids.device)
+    return rows, lookup[ids]
+
+
+def train_step(
+    table: torch.Tensor,
+    optimizer: LazyAdam | DenseAdam,
+    src: Bags,
+    tgt: Bags,
+    neg_tgt: torch.Tensor,
+    neg_src: torch.Tensor,
+    pairs: torch.Tensor,
+    cfg: TrainConfig,
+    generator: torch.Generator | None = None,
+) -> float:
+    """One minibatch update on mega-batch ``pairs`` with their mined negatives; returns the loss.
+
+    Only the unique rows used by the minibatch (its pairs and their negatives) take part in
+    autograd, so the gradient comes out coalesced, ``(rows, dim)``; clipping on it sees the
+    same norm a dense gradient would have.
+    """
+    b = len(pairs)
+    sources = src.select(torch.cat([pairs, neg_src[pairs]]))
+    targets = tgt.select(torch.cat([pairs, neg_tgt[pairs]]))
+    both = concat_bags([sources, targets])
+    rows, local = unique_rows(both.ids, len(table))
+    block = table.index_select(0, rows).requires_grad_()
+    emb = pool(block, Bags(local, both.offsets), cfg.dropout, generator)
+    s, s_neg, t, t_neg = emb.split(b)
+    loss = margin_loss(s, t, t_neg, s_neg, cfg.margin)
+    loss.backward()
+    grad = block.grad
+    if cfg.grad_clip is not None:
+        norm = torch.linalg.vector_norm(grad)
+        grad.mul_(torch.clamp(cfg.grad_clip / (norm + 1e-6), max=1.0))
+    optimizer.step(rows, grad, values=block.detach())
+    return float(loss.detach())

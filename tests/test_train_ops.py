@@ -1,0 +1,187 @@
+"""Training pieces on hand-made tensors: negative mining, pooling and loss gradients, row
+gathering, and the lazy vs dense Adam updates."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from psp.optim import DenseAdam, LazyAdam
+from psp.train import Bags, margin_loss, mine_negatives, pool, unique_rows
+
+
+def test_mined_negative_is_hardest_and_never_own_partner():
+    gen = torch.Generator().manual_seed(0)
+    src = torch.nn.functional.normalize(torch.randn(301, 8, generator=gen), dim=1)
+    # each target is a noisy copy of its source, so the own partner is the nearest: must be skipped
+    tgt = torch.nn.functional.normalize(src + 0.05 * torch.randn(301, 8, generator=gen), dim=1)
+    neg_tgt, neg_src = mine_negatives(src, tgt, block=64)
+    own = torch.arange(301)
+    assert not (neg_tgt == own).any() and not (neg_src == own).any()
+    sims = src @ tgt.T
+    sims.fill_diagonal_(-float("inf"))
+    assert torch.equal(neg_tgt, sims.argmax(dim=1))
+    assert torch.equal(neg_src, sims.argmax(dim=0))
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 500])
+def test_mined_negatives_break_ties_like_argmax(block):
+    # few distinct vectors: many ties, across and inside blocks; argmax takes the first.
+    # Entries in {-1, 0, 1} make every dot product exact whatever the summation order.
+    gen = torch.Generator().manual_seed(3)
+    basis = torch.randint(-1, 2, (4, 8), generator=gen).float()
+    src = basis[torch.randint(0, 4, (97,), generator=gen)]
+    tgt = basis[torch.randint(0, 4, (97,), generator=gen)]
+    neg_tgt, neg_src = mine_negatives(src, tgt, block=block)
+    sims = src @ tgt.T
+    sims.fill_diagonal_(-float("inf"))
+    assert torch.equal(neg_tgt, sims.argmax(dim=1))
+    assert torch.equal(neg_src, sims.argmax(dim=0))
+
+
+def test_pool_gradient_is_embedding_bag_gradient():
+    gen = torch.Generator().manual_seed(4)
+    lengths = torch.tensor([3, 0, 1, 5, 2])  # an empty bag too
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    ids = torch.randint(0, 9, (int(offsets[-1]),), generator=gen)  # rows 9-11 unused
+    table = torch.randn(12, 6, generator=gen, dtype=torch.float64)
+    out_grad = torch.randn(5, 6, generator=gen, dtype=torch.float64)
+    ours, ref = table.clone().requires_grad_(), table.clone().requires_grad_()
+    pool(ours, Bags(ids, offsets)).backward(out_grad)
+    F.embedding_bag(ids, ref, offsets[:-1], mode="mean").backward(out_grad)
+    torch.testing.assert_close(ours.grad, ref.grad)
+    assert torch.autograd.gradcheck(
+        lambda t: pool(t, Bags(ids, offsets)), table.clone().requires_grad_()
+    )
+
+
+def test_margin_loss_and_its_gradient_match_autograd_through_cosine_similarity():
+    gen = torch.Generator().manual_seed(6)
+    # scaled copies: a few hinges inactive, so the gradient's case split is exercised
+    base = torch.randn(16, 5, generator=gen, dtype=torch.float64)
+    inputs = [
+        (base * (1 + k) + 0.7 * torch.randn(16, 5, generator=gen, dtype=torch.float64))
+        .detach()
+        .requires_grad_()
+        for k in range(4)
+    ]
+
+    def reference(s, t, t_neg, s_neg, margin):
+        pos = F.cosine_similarity(s, t)
+        hinge_t = F.relu(margin - pos + F.cosine_similarity(s, t_neg))
+        return (hinge_t + F.relu(margin - pos + F.cosine_similarity(t, s_neg))).mean()
+
+    ours, ref = margin_loss(*inputs, 0.4), reference(*inputs, 0.4)
+    torch.testing.assert_close(ours, ref)
+    for a, b in zip(torch.autograd.grad(ours, inputs), torch.autograd.grad(ref, inputs)):
+        torch.testing.assert_close(a, b)
+    assert torch.autograd.gradcheck(lambda *x: margin_loss(*x, 0.4), inputs)
+
+
+def test_unique_rows_is_torch_unique():
+    ids = torch.tensor([7, 3, 3, 0, 9, 7, 7])
+    rows, local = unique_rows(ids, vocab=12)
+    ref_rows, ref_local = torch.unique(ids, return_inverse=True)
+    assert torch.equal(rows, ref_rows) and torch.equal(local, ref_local)
+
+
+def test_bags_select_gathers_sentences():
+    bags = Bags(torch.tensor([1, 2, 3, 4, 5, 6]), torch.tensor([0, 2, 3, 6]))
+    picked = bags.select(torch.tensor([2, 0, 2]))
+    assert picked.ids.tolist() == [4, 5, 6, 1, 2, 4, 5, 6]
+    assert picked.offsets.tolist() == [0, 3, 5, 8]
+
+
+# --- optimizers ----------------------------------------------------------------------------
+
+
+def _random_rows(gen, vocab, k):
+    return torch.randperm(vocab, generator=gen)[:k].sort().values
+
+
+def test_lazy_adam_is_torch_sparse_adam():
+    gen = torch.Generator().manual_seed(1)
+    table = torch.randn(50, 6, generator=gen)
+    ours, ref = table.clone(), torch.nn.Parameter(table.clone())
+    lazy, sparse = LazyAdam(ours, lr=0.01), torch.optim.SparseAdam([ref], lr=0.01)
+    for _ in range(6):
+        rows = _random_rows(gen, 50, 12)
+        grad = torch.randn(12, 6, generator=gen)
+        lazy.step(rows, grad)
+        ref.grad = torch.sparse_coo_tensor(rows[None], grad, (50, 6), check_invariants=True)
+        sparse.step()
+    torch.testing.assert_close(ours, ref.detach(), rtol=1e-5, atol=1e-6)
+
+
+def _twin_tables(seed: int, rows: int, dim: int):
+    """A generator and two equal random tables, for two optimizers to update side by side."""
+    gen = torch.Generator().manual_seed(seed)
+    table = torch.randn(rows, dim, generator=gen)
+    return gen, table.clone(), table.clone()
+
+
+def test_lazy_adam_with_gathered_values_is_the_same_update():
+    gen, a, b = _twin_tables(5, 30, 5)
+    plain, shared = LazyAdam(a, lr=0.01), LazyAdam(b, lr=0.01)
+    for _ in range(4):
+        rows = _random_rows(gen, 30, 9)
+        grad = torch.randn(9, 5, generator=gen)
+        plain.step(rows, grad)
+        shared.step(rows, grad, values=b.index_select(0, rows))
+    assert torch.equal(a, b)
+    assert torch.equal(plain.exp_avg_sq, shared.exp_avg_sq)
+
+
+def test_lazy_equals_dense_adam_when_every_row_has_gradient():
+    gen, a, b = _twin_tables(2, 20, 4)
+    lazy, dense = LazyAdam(a, lr=0.01), DenseAdam(b, lr=0.01)
+    for _ in range(5):
+        grad = torch.randn(20, 4, generator=gen)
+        lazy.step(torch.arange(20), grad)
+        dense.step(torch.arange(20), grad)
+    torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_lazy_adam_leaves_idle_rows_where_dense_adam_moves_them():
+    table = torch.zeros(10, 3)
+    a, b = table.clone(), table.clone()
+    lazy, dense = LazyAdam(a, lr=0.1), DenseAdam(b, lr=0.1)
+    for opt in (lazy, dense):
+        opt.step(torch.arange(10), torch.ones(10, 3))  # step 1: every row
+    torch.testing.assert_close(a, b)
+    after_one = a.clone()
+    for opt in (lazy, dense):
+        opt.step(torch.tensor([0, 1]), torch.ones(2, 3))  # step 2: rows 0-1 only
+    torch.testing.assert_close(a[:2], b[:2])
+    assert torch.equal(a[2:], after_one[2:])  # lazy: untouched
+    assert (b[2:] < after_one[2:]).all()  # dense: momentum keeps moving them
+
+
+class Recorder:
+    """An optimizer that only keeps the gradient it is given."""
+
+    def step(self, rows, grad, values=None):
+        self.grad = grad.clone()
+
+
+@pytest.mark.parametrize("clip", [None, 1e-3])
+def test_train_step_clips_the_gradient_norm(clip):
+    from psp.train import TrainConfig, train_step
+
+    gen = torch.Generator().manual_seed(8)
+    table = torch.randn(40, 6, generator=gen)
+    ids = torch.randint(0, 40, (60,), generator=gen)
+    bags = Bags(ids, torch.arange(0, 61, 5))  # 12 sentences of 5 pieces
+    shuffled = torch.randperm(12, generator=gen)
+    cfg = TrainConfig(dim=6, grad_clip=clip)
+    recorder = Recorder()
+    pairs = torch.arange(12)
+    train_step(
+        table, recorder, bags, bags.select(shuffled), pairs.roll(1), pairs.roll(2), pairs, cfg
+    )
+    norm = float(torch.linalg.vector_norm(recorder.grad))
+    if clip is None:
+        assert norm > 1e-2  # the unclipped norm is far above the clip tested
+    else:
+        assert norm == pytest.approx(clip, rel=1e-3)
