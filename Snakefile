@@ -38,6 +38,7 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/mine.smk"
 include: "rules/report.smk"
+include: "rules/speed.smk"
 include: "rules/targets.smk"
 
 

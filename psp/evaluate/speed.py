@@ -8,7 +8,7 @@ without it).
 :func:`measure_speed` is the paper's measurement: English news (120,000 sentences by default,
 repeated when the files hold fewer), sorted by length, each encoder in its library's default
 batch size, on 1 thread and on all the threads it is given. Every encoder x thread setting runs
-in a fresh process (``python -m psp.evaluate.speed worker``), so its peak RSS is its own and not
+in a fresh process (:data:`WORKER`), so its peak RSS is its own and not
 the high-water mark of whatever loaded before it, and its load time is a cold load from disk
 (the library is imported first: the time is the model's). The thread count is pinned before
 anything is imported there: the ``*_NUM_THREADS`` variables, ``torch.set_num_threads`` and
@@ -67,6 +67,13 @@ THREAD_VARIABLES = (
     "OPENBLAS_NUM_THREADS",
     "RAYON_NUM_THREADS",
 )
+#: A fresh interpreter running :func:`worker_main` (``-c``, not ``-m``: this module is already
+#: imported by ``psp.evaluate``, and runpy would warn about running it a second time).
+WORKER = [
+    sys.executable,
+    "-c",
+    "import sys; from psp.evaluate.speed import worker_main; sys.exit(worker_main(sys.argv[1:]))",
+]
 #: Exit status of a worker whose peer package is missing: skipped, not failed.
 UNAVAILABLE = 3
 WARMUP = 256
@@ -187,9 +194,8 @@ def run_worker(spec: str, threads: int, sentences_path: Path) -> dict | None:
     env["TOKENIZERS_PARALLELISM"] = "true" if threads > 1 else "false"
     with tempfile.TemporaryDirectory(prefix="psp-speed-") as tmp:
         result = Path(tmp) / "result.json"
-        command = [sys.executable, "-m", "psp.evaluate.speed", "worker", spec, str(threads)]
         done = subprocess.run(
-            [*command, str(sentences_path), str(result)],
+            [*WORKER, spec, str(threads), str(sentences_path), str(result)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -341,9 +347,6 @@ def encoder_table(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["worker"]:
-        return worker_main(argv[1:])
     parser = argparse.ArgumentParser(description="Table 5: sentences/s, load time, peak RSS.")
     parser.add_argument("--data", type=Path, required=True, help="the data mirror's root")
     parser.add_argument("--model", action="append", default=[], help="our model directory")
@@ -369,7 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def worker_main(argv: Sequence[str]) -> int:
-    """``worker SPEC THREADS SENTENCES RESULT_JSON``: see :func:`worker`."""
+    """``SPEC THREADS SENTENCES RESULT_JSON``: :func:`worker`'s figures as JSON in RESULT_JSON;
+    exit status :data:`UNAVAILABLE` when the spec's package is missing."""
     from psp.evaluate.peers import PeerUnavailable
 
     spec, threads, sentences_path, result = argv
