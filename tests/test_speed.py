@@ -15,6 +15,7 @@ from psp.evaluate.speed import (
     NEWS_FILES,
     encoder_table,
     measure_speed,
+    run_worker,
     speed_sentences,
     sts_average,
 )
@@ -101,6 +102,13 @@ def test_measure_speed_on_a_tiny_model(en_model, sentences, tmp_path, caplog):
     assert len(rows) == 2
     assert "skipping m2v:/no/such/model" in caplog.text
     assert (out / "speed_quality.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_worker_is_pinned_to_its_threads(en_model, sentences, tmp_path):
+    path = tmp_path / "sentences.txt"
+    path.write_text("".join(f"{s}\n" for s in sentences[:200]), encoding="utf-8")
+    found = run_worker(f"psp:{en_model}", 1, path)
+    assert found["torch_threads"] == 1 and found["sentences"] == 200
 
 
 @pytest.mark.skipif(
