@@ -46,4 +46,5 @@ rule all:
     default_target: True
     input:
         get_final_output(),
+        expand("results/spm/{model}.stats.json", model=MODELS),
     localrule: True

@@ -2,32 +2,49 @@
 
 P-SP represents a sentence as the mean of its SentencePiece piece embeddings, so the exact id
 sequence a sentence maps to must be the same when the training HDF5 is written and when a trained
-model embeds text. :class:`PieceEncoder` is that single path: lowercase, encode, drop unknown
-pieces, map an empty result to ``[unk_id]``, truncate. It returns flat ids plus offsets (the
-``nn.EmbeddingBag`` layout) and does its post-processing in vectorised numpy because it sits on the
-hot path of embedding.
+model embeds text. :class:`PieceEncoder` is that single path: :func:`normalise` (lowercase, delete
+Unicode format characters), encode, drop unknown pieces, map a sentence with no piece of text left
+to ``[unk_id]``, truncate. It returns flat ids plus offsets (the ``nn.EmbeddingBag`` layout) and
+does its post-processing in vectorised numpy because it sits on the hot path of embedding.
 
-Models are unigram, trained on the lowercased text of both sides of a bitext, with id 0 reserved
-for ``<unk>`` and no padding, BOS or EOS pieces: every other id is a real piece with its own
-embedding row.
+Models are unigram, trained on the :func:`normalise`-d text of both sides of a bitext, with id 0
+reserved for ``<unk>`` and no padding, BOS or EOS pieces: every other id is a real piece with its
+own embedding row. An unknown character is dropped, so a model must know every character that
+carries meaning: :func:`spm_settings` gives alphabetic scripts full character coverage and makes
+ASCII digits and common punctuation required pieces whatever their frequency, so that
+"4 de junio" and "6 de junio" never embed alike.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import itertools
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import string
+import sys
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
 
-from psp.io import InputError, atomic_path, iter_lines
+from psp.io import InputError, atomic_path, iter_batches, iter_lines
 
-__all__ = ["PieceEncoder", "iter_pair_lines", "train_spm", "train_spm_from_pairs"]
+__all__ = [
+    "REQUIRED_CHARS",
+    "PieceEncoder",
+    "heldout_corpora",
+    "iter_pair_lines",
+    "normalise",
+    "spm_settings",
+    "train_spm",
+    "train_spm_from_pairs",
+]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +52,90 @@ UNK_ID = 0
 # Sentences per SentencePiece call: its Python-list result costs ~36 bytes per id, so bounding
 # the batch bounds that transient memory whatever the caller passes.
 _ENCODE_BATCH = 8192
+
+# Characters every model keeps as pieces, however rare in its training text: a dropped digit
+# makes "4 de junio" and "6 de junio" one sentence, a dropped "?" or "'" loses a question or a
+# contraction. ASCII digits and punctuation, and the typographic quotes, dashes and signs that
+# news text uses instead of them (all unchanged by SentencePiece's NFKC normalisation).
+REQUIRED_CHARS = string.digits + string.punctuation + "‘’‚“”„«»‹›–—¿¡€£¥°§·•"
+# Scripts whose alphabet is too large for full character coverage: a piece for every rare
+# ideograph of the training text would crowd out the frequent words.
+LARGE_ALPHABET_LANGUAGES = frozenset({"zh", "ja", "ko"})
+SPM_DEFAULTS = {
+    "vocab_size": 8000,
+    "character_coverage": None,
+    "input_sentence_size": 2_000_000,
+    "byte_fallback": False,
+    "required_chars": None,
+}
+
+
+def spm_settings(config: Mapping, languages: Sequence[str]) -> dict:
+    """The training settings of a model's ``spm:`` config, with its null defaults resolved.
+
+    ``character_coverage`` null is 1.0 (every character of the training text becomes a piece)
+    unless a language has a large alphabet (zh, ja, ko: 0.9995); ``required_chars`` null is
+    :data:`REQUIRED_CHARS`. Training and the tokeniser statistics both read the settings here,
+    so the statistics report what the model was trained with.
+    """
+    settings = {key: config.get(key, default) for key, default in SPM_DEFAULTS.items()}
+    if settings["character_coverage"] is None:
+        large = LARGE_ALPHABET_LANGUAGES.intersection(languages)
+        settings["character_coverage"] = 0.9995 if large else 1.0
+    if settings["required_chars"] is None:
+        settings["required_chars"] = REQUIRED_CHARS
+    return settings
+
+
+def heldout_corpora(model: str, config: Mapping) -> list[str]:
+    """Corpus ids of text a model's SentencePiece model was not trained on, for its statistics.
+
+    The model's ``spm.heldout`` if set, else the dev and test gold of every ``bucc:`` entry of the
+    model (config.yaml holds those out of training), each once.
+    """
+    spec = config["models"][model]
+    listed = spec.get("spm", {}).get("heldout")
+    if listed is not None:
+        return list(dict.fromkeys(listed))
+    gold = [
+        corpus
+        for task in config.get("bucc", {}).values()
+        if task["model"] == model
+        for corpus in (task["dev"], task["test"])
+    ]
+    return list(dict.fromkeys(gold))
+
+
+@functools.cache
+def _format_char_table() -> dict[int, None]:
+    """``str.translate`` table deleting every Unicode format character (category Cf).
+
+    Built on first use (0.2 s over all code points), not at import: most text never needs it.
+    """
+    return dict.fromkeys(
+        cp for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)) == "Cf"
+    )
+
+
+def normalise(sentences: Sequence[str], lowercase: bool = True) -> list[str]:
+    """Lowercase and delete Unicode format characters (category Cf): the text a model sees.
+
+    Format characters steer rendering, not words: a soft hyphen (U+00AD) or zero-width space
+    (U+200B) inside a word would otherwise split it into other pieces and an unknown one, and
+    SentencePiece's NFKC turns some of them (U+200B, U+200C, U+FEFF, U+200E) into word breaks.
+    Zero-width (non-)joiners are deleted too: in Arabic-script text they choose glyph shapes or
+    mark a visual break inside one word, and writers use them inconsistently, so deleting them
+    gives the spellings with and without them the same pieces. Training (:func:`train_spm`)
+    and encoding (:meth:`PieceEncoder.encode`) both call this, so they cannot disagree.
+
+    It sits on the hot path of embedding, so it spares lines without a format character the
+    slow ``str.translate``: an ASCII line has none (``isascii`` reads a flag), nor has a
+    printable one (``isprintable``, a C loop; false on any Cf character).
+    """
+    texts = [s.lower() for s in sentences] if lowercase else list(sentences)
+    return [
+        t if t.isascii() or t.isprintable() else t.translate(_format_char_table()) for t in texts
+    ]
 
 
 def iter_pair_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
@@ -56,18 +157,23 @@ def train_spm(
     sentences: Iterable[str],
     out_model: str | os.PathLike,
     vocab_size: int,
-    character_coverage: float = 0.995,
+    character_coverage: float = 1.0,
     input_sentence_size: int = 1_000_000,
     seed: int = 0,
     num_threads: int = 1,
+    byte_fallback: bool = False,
+    required_chars: str = REQUIRED_CHARS,
 ) -> Path:
-    """Train a unigram SentencePiece model on lowercased ``sentences`` and write it atomically.
+    """Train a unigram SentencePiece model on :func:`normalise`-d ``sentences``; write it atomically.
 
     Pass the text of both languages of a bitext: the model (and so the embedding table) is shared.
     ``input_sentence_size`` caps how many sentences the trainer keeps (a uniform reservoir sample
     of the stream, so memory stays bounded on a big corpus). ``vocab_size`` is a soft limit
     (``hard_vocab_limit=False``): a corpus too small for it yields a smaller vocabulary instead of
     an error; the size actually reached is logged and available as ``PieceEncoder.vocab_size``.
+    ``required_chars`` become pieces even if the text lacks them (see :data:`REQUIRED_CHARS`);
+    ``byte_fallback`` spells characters outside the vocabulary as UTF-8 byte pieces instead of
+    ``<unk>`` (256 more pieces; see :func:`spm_settings` for why it is off by default).
 
     Ids: 0 is ``<unk>``; there is no pad, BOS or EOS id.
 
@@ -79,23 +185,25 @@ def train_spm(
     buffer = io.BytesIO()
     raised: list[BaseException] = []
 
-    def lowercased() -> Iterator[str]:
+    def normalised() -> Iterator[str]:
         # SentencePiece turns an exception inside the iterator into a bare RuntimeError;
         # keep the original (an InputError naming file:line) to re-raise it.
         try:
-            for sentence in sentences:
-                yield sentence.lower()
+            for batch in iter_batches(sentences, _ENCODE_BATCH):
+                yield from normalise(batch)
         except BaseException as err:
             raised.append(err)
             raise
 
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=lowercased(),
+            sentence_iterator=normalised(),
             model_writer=buffer,
             model_type="unigram",
             vocab_size=vocab_size,
             character_coverage=character_coverage,
+            byte_fallback=byte_fallback,
+            required_chars=required_chars,
             input_sentence_size=input_sentence_size,
             shuffle_input_sentence=True,
             hard_vocab_limit=False,
@@ -134,6 +242,12 @@ def train_spm_from_pairs(
 class PieceEncoder:
     """Sentences → flat SentencePiece ids + offsets, the way P-SP sees them.
 
+    A sentence with no piece of text (empty, or only characters the model lacks, which leave
+    ``<unk>`` pieces and bare word boundaries ``▁``) maps to ``[unk_id]``: the ``<unk>`` row is
+    the one row no real text trains, whereas the ``▁`` row is a real piece (a boundary before a
+    word that starts with a piece of its own). :class:`psp.model.PSPModel` embeds such a sentence
+    as the zero vector.
+
     Args:
         model: path to a ``.model`` file, or its bytes.
         lowercase: apply ``str.lower`` first (P-SP models are trained on lowercased text).
@@ -165,8 +279,8 @@ class PieceEncoder:
         self.unk_id: int = self._sp.unk_id()
         # Ids that carry no text of their own: <unk>, the filler of a sentence with no known
         # piece, and a bare word boundary, what is left of a word of unknown characters.
-        boundary = self._sp.piece_to_id("\u2581")
-        self.textless_ids = np.unique(np.array([self.unk_id, boundary], dtype=np.int32))
+        self.boundary_id: int = self._sp.piece_to_id("\u2581")
+        self.textless_ids = np.unique(np.array([self.unk_id, self.boundary_id], dtype=np.int32))
         self.sha256: str = hashlib.sha256(self.model_bytes).hexdigest()
 
     def pieces(self) -> list[str]:
@@ -190,30 +304,82 @@ class PieceEncoder:
         """
         if isinstance(sentences, str):
             raise TypeError("encode() takes a list of sentences, not a single string")
-        texts = [s.lower() for s in sentences] if self.lowercase else list(sentences)
+        texts = normalise(sentences, self.lowercase)
         kwargs = {} if num_threads is None else {"num_threads": num_threads}
         parts = [
             _flatten(
                 self._sp.encode(texts[i : i + _ENCODE_BATCH], out_type=int, **kwargs),
                 self.unk_id,
+                self.boundary_id,
                 self.max_pieces,
             )
             for i in range(0, len(texts), _ENCODE_BATCH)
         ]
         if len(parts) <= 1:
-            return parts[0] if parts else _flatten([], self.unk_id, self.max_pieces)
+            return (
+                parts[0] if parts else _flatten([], self.unk_id, self.boundary_id, self.max_pieces)
+            )
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         np.cumsum(np.concatenate([np.diff(part[1]) for part in parts]), out=offsets[1:])
         return np.concatenate([part[0] for part in parts]), offsets
 
+    def unknown_stats(self, sentences: Iterable[str], top: int = 20) -> dict:
+        """What :meth:`encode` loses of ``sentences``: the characters it drops as unknown.
+
+        Characters are counted in the :func:`normalise`-d text, whitespace left out (it is never
+        unknown); an unknown character is one SentencePiece maps to ``<unk>``, which
+        :meth:`encode` drops. With byte fallback nothing is dropped and
+        ``byte_fallback_chars`` counts the characters spelled as byte pieces instead.
+        ``unknown_digits`` are the ASCII digits the model maps to ``<unk>``, probed one by one,
+        whether or not the sentences contain them.
+
+        Returns:
+            ``lines``, ``chars``, ``unknown_chars``, ``unknown_char_share``,
+            ``lines_with_unknown``, ``line_share``, ``unknown_digits`` and ``top_unknown``
+            (the ``top`` most frequent unknown characters as ``[char, count]``, most frequent
+            first), ``byte_fallback_chars``.
+        """
+        unknown: Counter[str] = Counter()
+        lines = chars = lines_with_unknown = byte_chars = 0
+        for batch in iter_batches(sentences, _ENCODE_BATCH):
+            texts = normalise(batch, self.lowercase)
+            lines += len(texts)
+            chars += sum(len("".join(text.split())) for text in texts)
+            for text, ids in zip(texts, self._sp.encode(texts, out_type=int), strict=True):
+                has_unk = self.unk_id in ids
+                has_byte = any(map(self._sp.is_byte, ids))
+                if not (has_unk or has_byte):
+                    continue
+                lines_with_unknown += has_unk
+                # The string form spells an unknown piece as its text; a byte piece as <0xNN>,
+                # so a character spelled in bytes is one whose first piece is a byte piece.
+                for piece_id, piece in zip(ids, self._sp.encode(text, out_type=str), strict=True):
+                    if piece_id == self.unk_id:
+                        unknown.update(c for c in piece if not c.isspace() and c != "\u2581")
+                    elif self._sp.is_byte(piece_id) and int(piece[3:5], 16) >> 6 != 0b10:
+                        byte_chars += 1
+        n_unknown = sum(unknown.values())
+        return {
+            "lines": lines,
+            "chars": chars,
+            "unknown_chars": n_unknown,
+            "unknown_char_share": n_unknown / chars if chars else 0.0,
+            "lines_with_unknown": lines_with_unknown,
+            "line_share": lines_with_unknown / lines if lines else 0.0,
+            "unknown_digits": [d for d in string.digits if self.unk_id in self._sp.encode(d)],
+            "top_unknown": [[char, count] for char, count in unknown.most_common(top)],
+            "byte_fallback_chars": byte_chars,
+        }
+
 
 def _flatten(
-    pieces: list[list[int]], unk_id: int, max_pieces: int | None
+    pieces: list[list[int]], unk_id: int, boundary_id: int, max_pieces: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Turn per-sentence id lists into flat ids + offsets, dropping ``unk_id`` and truncating.
 
-    The common case (no unknown, nothing empty, nothing too long) is two ``np.fromiter`` calls
-    and a cumsum; the general case places each kept id at ``offsets[sentence] + rank`` with one
+    A sentence whose pieces are all ``unk_id`` or ``boundary_id`` loses them all. The common
+    case (no unknown, nothing empty, nothing too long) is two ``np.fromiter`` calls and a
+    cumsum; the general case places each kept id at ``offsets[sentence] + rank`` with one
     scatter into an array pre-filled with ``unk_id``, which also gives empty sentences their
     ``[unk_id]``.
     """
@@ -224,6 +390,13 @@ def _flatten(
     )
     offsets = np.zeros(n + 1, dtype=np.int64)
     keep = flat != unk_id
+    if not keep.all():
+        # Only an unknown leaves a bare boundary behind, so only then can a sentence be textless.
+        texts = np.concatenate(([0], np.cumsum(keep & (flat != boundary_id))))
+        ends = np.cumsum(lengths)
+        textless = texts[ends] == texts[ends - lengths]
+        if textless.any():
+            keep &= ~np.repeat(textless, lengths)
     too_long = max_pieces is not None and n and int(lengths.max()) > max_pieces
     if n == 0 or (keep.all() and not too_long and int(lengths.min()) > 0):
         np.cumsum(lengths, out=offsets[1:])

@@ -1,4 +1,7 @@
-# One shared SentencePiece unigram model per model, trained on the lowercased text of both sides.
+# One shared SentencePiece unigram model per model, trained on the normalised text of both sides,
+# and what it drops of held-out text (results/spm/{model}.stats.json, for the report).
+
+from psp.spm import heldout_corpora
 
 
 rule train_sentencepiece:
@@ -17,5 +20,30 @@ rule train_sentencepiece:
         mem_mb=4000,
     params:
         spm=lambda wildcards: MODELS[wildcards.model].get("spm", {}),
+        languages=lambda wildcards: MODELS[wildcards.model]["languages"],
     script:
         "../workflow_scripts/train_sentencepiece.py"
+
+
+rule spm_stats:
+    input:
+        model="results/spm/{model}.model",
+        heldout=lambda wildcards: [
+            path
+            for corpus in heldout_corpora(wildcards.model, config)
+            for path in data_files(corpus, MODELS[wildcards.model]["languages"])
+        ],
+    output:
+        stats="results/spm/{model}.stats.json",
+    log:
+        "results/logs/spm_stats/{model}.log",
+    conda:
+        "../envs/psp.yaml"
+    resources:
+        mem_mb=1000,
+    params:
+        spm=lambda wildcards: MODELS[wildcards.model].get("spm", {}),
+        languages=lambda wildcards: MODELS[wildcards.model]["languages"],
+        heldout=lambda wildcards: heldout_corpora(wildcards.model, config),
+    script:
+        "../workflow_scripts/spm_stats.py"

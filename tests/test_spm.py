@@ -6,6 +6,8 @@ import gzip
 import hashlib
 import itertools
 import random
+import string
+import unicodedata
 
 import numpy as np
 import pytest
@@ -13,7 +15,16 @@ import sentencepiece as spm
 
 import psp.spm
 from psp.io import InputError
-from psp.spm import PieceEncoder, iter_pair_lines, train_spm, train_spm_from_pairs
+from psp.spm import (
+    REQUIRED_CHARS,
+    PieceEncoder,
+    heldout_corpora,
+    iter_pair_lines,
+    normalise,
+    spm_settings,
+    train_spm,
+    train_spm_from_pairs,
+)
 
 
 def synthetic_sentences(n: int, seed: int = 0, letters: str = "abcdefghijklmnop") -> list[str]:
@@ -39,9 +50,12 @@ def tiny_model(tmp_path_factory):
 def reference_encode(model, sentences, max_pieces=None):
     """One sentence at a time, in plain Python: what ``PieceEncoder.encode`` must reproduce."""
     sp = spm.SentencePieceProcessor(model_file=str(model))
+    boundary = sp.piece_to_id("\u2581")
     out = []
     for sentence in sentences:
-        ids = [i for i in sp.encode(sentence.lower(), out_type=int) if i != sp.unk_id()]
+        text = "".join(c for c in sentence.lower() if unicodedata.category(c) != "Cf")
+        ids = [i for i in sp.encode(text, out_type=int) if i != sp.unk_id()]
+        ids = [] if all(i == boundary for i in ids) else ids
         ids = ids[:max_pieces] if max_pieces else ids
         out.append(ids or [sp.unk_id()])
     return out
@@ -56,8 +70,10 @@ def split(ids, offsets):
 TRICKY = [
     "",
     "   ",
-    "日本語",  # only unknown characters: one piece of '▁' may survive, or nothing
+    "日本語",  # only unknown characters: '▁' + <unk>, so [unk_id]
+    "日本 語 ñ",
     "Hello 日本 World ñ",
+    "soft\u00adhyphen zero\u200bwidth \ufeffbom",
     "ABC abc",
     "abcdefgh " * 40,
     "x",
@@ -165,3 +181,128 @@ def test_encode_real_english(shared_data, tmp_path):
     ids, offsets = enc.encode(held_out, num_threads=2)
     assert split(ids, offsets) == reference_encode(model, held_out, max_pieces=40)
     assert 10 < len(ids) / len(held_out) <= 40
+
+
+def test_sentence_of_unknown_characters_maps_to_unk(tiny_model):
+    """Only unknown characters leave '▁' + <unk>: the sentence is [unk_id], not the '▁' piece."""
+    enc = PieceEncoder(tiny_model)
+    sp = spm.SentencePieceProcessor(model_file=str(tiny_model))
+    assert sp.encode("日本語 語") == [enc.boundary_id, enc.unk_id] * 2, "the case under test"
+    ids, offsets = enc.encode(["日本語 語", "abc 日本", "日本 abc"])
+    unknown, before, after = split(ids, offsets)
+    assert unknown == [enc.unk_id]
+    assert enc.unk_id not in before + after
+    assert before == split(*enc.encode(["abc"]))[0] + [enc.boundary_id]
+
+
+@pytest.fixture(scope="module")
+def news_sample(shared_data):
+    """2,000 Spanish and English news lines: rare digits and punctuation, as in real text."""
+    lines = []
+    for lang in ("es", "en"):
+        path = shared_data / f"bitext/es-en/wmt-newstest.{lang}.gz"
+        with gzip.open(path, "rt") as handle:
+            lines += [line.rstrip("\n") for line in itertools.islice(handle, 1000)]
+    return lines
+
+
+def test_digits_and_punctuation_are_never_unknown(news_sample, tmp_path):
+    settings = spm_settings({"vocab_size": 1000}, ["es", "en"])
+    assert settings["character_coverage"] == 1.0 and settings["required_chars"] == REQUIRED_CHARS
+    del settings["input_sentence_size"]
+    model = train_spm(news_sample, tmp_path / "new.model", **settings)
+    enc = PieceEncoder(model)
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    assert [c for c in REQUIRED_CHARS if enc.unk_id in sp.encode(c)] == []
+    assert [c for c in REQUIRED_CHARS if sp.normalize(c) != "\u2581" + c] == [], "NFKC-stable"
+    stats = enc.unknown_stats(news_sample)
+    assert stats["unknown_digits"] == [] and stats["unknown_chars"] == 0
+    # The sample does exercise the problem: the old settings lose digits and punctuation of it.
+    old = train_spm(
+        news_sample,
+        tmp_path / "old.model",
+        vocab_size=1000,
+        character_coverage=0.995,
+        required_chars="",
+    )
+    lost = {char for char, _ in PieceEncoder(old).unknown_stats(news_sample)["top_unknown"]}
+    assert lost & set(string.digits) and lost & set(string.punctuation)
+
+
+def test_spm_settings_by_language():
+    assert spm_settings({}, ["zh", "en"])["character_coverage"] == 0.9995
+    assert spm_settings({}, ["ar", "en"])["character_coverage"] == 1.0
+    explicit = {"character_coverage": 0.98, "required_chars": "0", "byte_fallback": True}
+    assert spm_settings(explicit, ["zh", "en"]) | explicit == spm_settings(explicit, ["zh", "en"])
+
+
+def test_heldout_corpora_default_to_the_bucc_gold():
+    config = {
+        "models": {"de-en": {}, "es-en": {"spm": {"heldout": ["a", "b", "a"]}}, "en": {}},
+        "bucc": {
+            "de-en": {
+                "model": "de-en",
+                "dev": "bitext/de-en/ntrex128",
+                "test": "bitext/de-en/ntrex128",
+            },
+            "es-en": {"model": "es-en", "dev": "x", "test": "y"},
+        },
+    }
+    assert heldout_corpora("de-en", config) == ["bitext/de-en/ntrex128"]
+    assert heldout_corpora("es-en", config) == ["a", "b"]
+    assert heldout_corpora("en", config) == []
+
+
+FORMAT_CHARS = "\u00ad\u200b\u200c\u200d\ufeff\u200e\u2060"
+
+
+def sprinkle(sentences, seed=0):
+    """Format characters inside words and between them, where editors and web pages leave them."""
+    rng = random.Random(seed)
+    out = []
+    for sentence in sentences:
+        chars = list(sentence)
+        for _ in range(3):
+            chars.insert(rng.randint(0, len(chars)), rng.choice(FORMAT_CHARS))
+        out.append("".join(chars))
+    return out
+
+
+def test_format_characters_change_nothing(tmp_path):
+    """Same model trained with and without format characters, and the same ids encoded."""
+    sentences = synthetic_sentences(1500, seed=6)
+    sprinkled = sprinkle(sentences)
+    assert normalise(sprinkled) == [s.lower() for s in sentences]
+    plain = train_spm(sentences, tmp_path / "plain.model", vocab_size=150)
+    noisy = train_spm(sprinkled, tmp_path / "noisy.model", vocab_size=150)
+    assert plain.read_bytes() == noisy.read_bytes()
+    enc = PieceEncoder(plain)
+    assert split(*enc.encode(sprinkled)) == split(*enc.encode(sentences))
+    assert normalise(["ǅ\u00ad"], lowercase=False) == ["ǅ"]
+
+
+def test_unknown_stats_counts_what_encode_drops(tiny_model, tmp_path):
+    enc = PieceEncoder(tiny_model)
+    lines = ["abc 日本 def", "ABC", "日 b 本 日", "", "chip\u00adhop"]
+    stats = enc.unknown_stats(lines, top=2)
+    chars = sum(len(s.replace(" ", "")) for s in normalise(lines))
+    assert stats == {
+        "lines": 5,
+        "chars": chars,
+        "unknown_chars": 5,
+        "unknown_char_share": 5 / chars,
+        "lines_with_unknown": 2,
+        "line_share": 2 / 5,
+        "unknown_digits": [],
+        "top_unknown": [["日", 3], ["本", 2]],
+        "byte_fallback_chars": 0,
+    }
+    # A model that never saw digits and is not told to keep them loses them.
+    sentences = [s.rsplit(" ", 1)[0] for s in synthetic_sentences(500)]  # without the numbers
+    letters = train_spm(sentences, tmp_path / "letters.model", vocab_size=60, required_chars="")
+    assert PieceEncoder(letters).unknown_stats(["a 4"])["unknown_digits"] == list(string.digits)
+    # With byte fallback nothing is dropped: the unknown characters are spelled in bytes.
+    bytes_model = train_spm(sentences, tmp_path / "bytes.model", vocab_size=400, byte_fallback=True)
+    spelled = PieceEncoder(bytes_model).unknown_stats(lines)
+    assert spelled["unknown_chars"] == 0 and spelled["unknown_digits"] == []
+    assert spelled["byte_fallback_chars"] == 5
