@@ -250,19 +250,20 @@ def measure_speed(
                 found = run_worker(encoder["spec"], n_threads, sentences_path)
                 if found is None:
                     break
-                rows.append(
-                    {
-                        "encoder": encoder["encoder"],
-                        "kind": encoder["kind"],
-                        "threads": n_threads,
-                        "sentences": found["sentences"],
-                        "sentences_per_s": round(found["sentences"] / found["seconds"], 1),
-                        "cpu_s": round(found["cpu_s"], 3),
-                        "load_s": round(found["load_s"], 3),
-                        "peak_rss_mib": round(found["peak_rss_mib"], 1),
-                        "sts_avg": "" if quality is None else round(quality, 2),
-                    }
-                )
+                row = {
+                    "encoder": encoder["encoder"],
+                    "kind": encoder["kind"],
+                    "threads": n_threads,
+                    "sentences": found["sentences"],
+                    "sentences_per_s": round(found["sentences"] / found["seconds"], 1),
+                    "cpu_s": round(found["cpu_s"], 3),
+                    "load_s": round(found["load_s"], 3),
+                    "peak_rss_mib": round(found["peak_rss_mib"], 1),
+                    "sts_avg": "" if quality is None else round(quality, 2),
+                }
+                # Logged as measured: on a long run, what is done is known before the CSV.
+                logger.info("speed: %s", row)
+                rows.append(row)
     write_csv(out_csv, rows)
     if plot is not None:
         plot_speed_quality(rows, plot)
