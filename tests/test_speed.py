@@ -139,3 +139,16 @@ def test_sentence_transformers_peers(sentences, tmp_path):
         "st-static-tokenlearn-static-model",
     ]
     assert all(r["sentences_per_s"] > 0 and r["peak_rss_mib"] > 0 for r in rows)
+
+
+def test_plot_from_csv_rows_with_an_unscored_encoder(tmp_path):
+    """The plot redraws from the CSV's strings; an encoder without STS goes on its own strip."""
+    from psp.evaluate.speed import plot_speed_quality, write_csv
+
+    rows = [
+        dict(zip(COLUMNS, ("en", "psp", 1, 10, 5000.0, 0.1, 0.2, 300.0, 50.0), strict=True)),
+        dict(zip(COLUMNS, ("m2v-x", "peer", 2, 10, 900.0, 0.1, 0.2, 120.0, ""), strict=True)),
+    ]
+    write_csv(tmp_path / "speed.csv", rows)
+    plot_speed_quality(read_csv(tmp_path / "speed.csv"), tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"

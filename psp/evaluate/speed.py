@@ -279,37 +279,53 @@ def write_csv(path: str | os.PathLike, rows: Sequence[dict]) -> None:
 
 def plot_speed_quality(rows: Sequence[dict], path: str | os.PathLike) -> None:
     """Sentences/s (log x) against STS average (y), marker area by peak memory, one labelled
-    point per encoder and thread setting. Encoders without an STS average sit on a strip at
-    the bottom marked "not evaluated", hollow, so they are shown without inventing a score."""
+    point per encoder and thread setting. Encoders without an STS average go on a strip of
+    their own below, so they are shown without inventing a score. Rows may be read back from
+    the CSV (strings)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.transforms import blended_transform_factory
 
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    strip = blended_transform_factory(ax.transData, ax.transAxes)
-    rss = [float(r["peak_rss_mib"]) for r in rows]
-    scale = 800 / max(rss, default=1)
-    for row, mib in zip(rows, rss, strict=True):
+    unscored = [row for row in rows if row["sts_avg"] == ""]
+    if unscored:
+        fig, (ax, strip) = plt.subplots(
+            2, 1, figsize=(9, 7), sharex=True, gridspec_kw={"height_ratios": [4, 1]}
+        )
+        strip.set_yticks([])
+        strip.set_ylabel("no STS\nscore")
+        strip.set_xlabel("sentences / s (log scale)")
+        strip.margins(y=1.5)
+    else:
+        fig, ax = plt.subplots(figsize=(9, 6))
+        ax.set_xlabel("sentences / s (log scale)")
+    scale = 800 / max((float(r["peak_rss_mib"]) for r in rows), default=1)
+    for row in rows:
+        mib = float(row["peak_rss_mib"])
         x, size = float(row["sentences_per_s"]), 40 + mib * scale
-        label = f"{row['encoder']} ({row['threads']}t, {mib:.0f} MiB)"
         color = "tab:blue" if row["kind"] == "psp" else "tab:orange"
-        if row["sts_avg"] == "":
-            ax.scatter(x, 0.04, s=size, facecolors="none", edgecolors=color, transform=strip)
-            ax.annotate(label, (x, 0.04), xycoords=strip, fontsize=7, ha="center", va="bottom")
-        else:
-            y = float(row["sts_avg"])
-            ax.scatter(x, y, s=size, color=color, alpha=0.6)
-            ax.annotate(label, (x, y), fontsize=7, ha="center", va="bottom")
-    if any(row["sts_avg"] == "" for row in rows):
-        ax.text(0.01, 0.09, "not evaluated (no STS score)", transform=ax.transAxes, fontsize=7)
+        target, y = (strip, 0.0) if row["sts_avg"] == "" else (ax, float(row["sts_avg"]))
+        target.scatter(x, y, s=size, color=color, alpha=0.6, edgecolors=color)
+        # One thread's label above the marker, more threads' below: the settings of one
+        # encoder often land on top of each other.
+        above = int(row["threads"]) == 1
+        radius = size**0.5 / 2 + 2
+        target.annotate(
+            f"{row['encoder']} ({row['threads']}t, {mib:.0f} MiB)",
+            (x, y),
+            xytext=(0, radius if above else -radius),
+            textcoords="offset points",
+            fontsize=7,
+            ha="center",
+            va="bottom" if above else "top",
+        )
     ax.set_xscale("log")
-    ax.set_xlabel("sentences / s (log scale)")
+    ax.margins(x=0.25, y=0.2)
     ax.set_ylabel("STS 2012-16 average (Pearson r x 100)")
-    n = rows[0]["sentences"] if rows else 0
+    n = int(rows[0]["sentences"]) if rows else 0
     ax.set_title(f"Speed and quality ({n:,} news sentences; marker area: peak RSS)")
-    ax.grid(True, which="both", alpha=0.3)
+    for axis in fig.axes:
+        axis.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
