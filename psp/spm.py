@@ -77,6 +77,12 @@ def spm_settings(config: Mapping, languages: Sequence[str]) -> dict:
     unless a language has a large alphabet (zh, ja, ko: 0.9995); ``required_chars`` null is
     :data:`REQUIRED_CHARS`. Training and the tokeniser statistics both read the settings here,
     so the statistics report what the model was trained with.
+
+    ``byte_fallback`` stays off by default: it adds 256 byte pieces and spells a character the
+    model lacks as 1-4 of them, and in a bag of pieces those are shared by every character of
+    the same Unicode block, so two sentences of unrelated rare characters would look alike
+    (and a sentence of nothing else would no longer embed as zero). Digits are not split
+    either (no ``split_digits``): a bag would make "2014" and "2041" the same sentence.
     """
     settings = {key: config.get(key, default) for key, default in SPM_DEFAULTS.items()}
     if settings["character_coverage"] is None:
@@ -162,7 +168,7 @@ def train_spm(
     seed: int = 0,
     num_threads: int = 1,
     byte_fallback: bool = False,
-    required_chars: str = REQUIRED_CHARS,
+    required_chars: str = "",
 ) -> Path:
     """Train a unigram SentencePiece model on :func:`normalise`-d ``sentences``; write it atomically.
 
@@ -171,9 +177,10 @@ def train_spm(
     of the stream, so memory stays bounded on a big corpus). ``vocab_size`` is a soft limit
     (``hard_vocab_limit=False``): a corpus too small for it yields a smaller vocabulary instead of
     an error; the size actually reached is logged and available as ``PieceEncoder.vocab_size``.
-    ``required_chars`` become pieces even if the text lacks them (see :data:`REQUIRED_CHARS`);
-    ``byte_fallback`` spells characters outside the vocabulary as UTF-8 byte pieces instead of
-    ``<unk>`` (256 more pieces; see :func:`spm_settings` for why it is off by default).
+    ``required_chars`` become pieces even if the text lacks them: the workflow passes
+    :data:`REQUIRED_CHARS` (:func:`spm_settings`); the default, none, lets a toy vocabulary
+    smaller than that set train. ``byte_fallback`` spells characters outside the vocabulary as
+    UTF-8 byte pieces instead of ``<unk>`` (see :func:`spm_settings` for why it is off).
 
     Ids: 0 is ``<unk>``; there is no pad, BOS or EOS id.
 
