@@ -167,7 +167,7 @@ class Recorder:
 
 @pytest.mark.parametrize("clip", [None, 1e-3])
 def test_train_step_clips_the_gradient_norm(clip):
-    from psp.train import TrainConfig, train_step
+    from psp.train import MinedMegabatch, TrainConfig, train_step
 
     gen = torch.Generator().manual_seed(8)
     table = torch.randn(40, 6, generator=gen)
@@ -177,9 +177,8 @@ def test_train_step_clips_the_gradient_norm(clip):
     cfg = TrainConfig(dim=6, grad_clip=clip)
     recorder = Recorder()
     pairs = torch.arange(12)
-    train_step(
-        table, recorder, bags, bags.select(shuffled), pairs.roll(1), pairs.roll(2), pairs, cfg
-    )
+    batch = MinedMegabatch(bags, bags.select(shuffled), pairs.roll(1), pairs.roll(2))
+    train_step(table, recorder, batch, pairs, cfg)
     norm = float(torch.linalg.vector_norm(recorder.grad))
     if clip is None:
         assert norm > 1e-2  # the unclipped norm is far above the clip tested

@@ -23,12 +23,13 @@ from psp.train.data import EpochOrder, EpochStream, plan_megabatches
 from psp.train.loop import Trainer, train
 from psp.train.negatives import mine_negatives
 from psp.train.ops import embed_bags, margin_loss, pool
-from psp.train.step import train_step, unique_rows
+from psp.train.step import MinedMegabatch, train_step, unique_rows
 
 __all__ = [
     "Bags",
     "EpochOrder",
     "EpochStream",
+    "MinedMegabatch",
     "TrainConfig",
     "TrainState",
     "Trainer",

@@ -28,7 +28,7 @@ from psp.train.log import TrainLog, plot_learning_curve
 from psp.train.negatives import mine_negatives
 from psp.train.ops import embed_bags
 from psp.train.selection import Evaluator, improves, primary_score
-from psp.train.step import torch_threads, train_step
+from psp.train.step import MinedMegabatch, torch_threads, train_step
 
 log = logging.getLogger(__name__)
 
@@ -132,23 +132,14 @@ class Trainer:
         cfg, state = self.cfg, self.state
         t0 = time.perf_counter()
         megabatch = megabatch_size_at(state.step, cfg.anneal, cfg.megabatch_size)
-        neg_tgt, neg_src = mine_negatives(
+        negatives = mine_negatives(
             embed_bags(self.table, src), embed_bags(self.table, tgt), cfg.mine_block
         )
+        batch = MinedMegabatch(src, tgt, *negatives)
         with torch_threads(cfg.step_threads if self.device.type == "cpu" else None):
             for lo in range(0, len(src), cfg.batch_size):
                 pairs = torch.arange(lo, min(len(src), lo + cfg.batch_size), device=self.device)
-                loss = train_step(
-                    self.table,
-                    self.optimizer,
-                    src,
-                    tgt,
-                    neg_tgt,
-                    neg_src,
-                    pairs,
-                    cfg,
-                    self.generator,
-                )
+                loss = train_step(self.table, self.optimizer, batch, pairs, cfg, self.generator)
                 state.step += 1
                 state.epoch_loss += loss
                 state.epoch_steps += 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 
@@ -42,13 +43,20 @@ def unique_rows(ids: torch.Tensor, vocab: int) -> tuple[torch.Tensor, torch.Tens
     return rows, lookup[ids]
 
 
+@dataclass
+class MinedMegabatch:
+    """A mega-batch's pairs and, for each pair, the row of its hardest negative on each side."""
+
+    src: Bags
+    tgt: Bags
+    neg_tgt: torch.Tensor
+    neg_src: torch.Tensor
+
+
 def train_step(
     table: torch.Tensor,
     optimizer: LazyAdam | DenseAdam,
-    src: Bags,
-    tgt: Bags,
-    neg_tgt: torch.Tensor,
-    neg_src: torch.Tensor,
+    batch: MinedMegabatch,
     pairs: torch.Tensor,
     cfg: TrainConfig,
     generator: torch.Generator | None = None,
@@ -60,8 +68,8 @@ def train_step(
     same norm a dense gradient would have.
     """
     b = len(pairs)
-    sources = src.select(torch.cat([pairs, neg_src[pairs]]))
-    targets = tgt.select(torch.cat([pairs, neg_tgt[pairs]]))
+    sources = batch.src.select(torch.cat([pairs, batch.neg_src[pairs]]))
+    targets = batch.tgt.select(torch.cat([pairs, batch.neg_tgt[pairs]]))
     both = concat_bags([sources, targets])
     rows, local = unique_rows(both.ids, len(table))
     block = table.index_select(0, rows).requires_grad_()
