@@ -5,19 +5,23 @@
   side's language and the lines per CPU-second of one worker. *old* is the identifier this
   project used before: langid.py's model, one sentence at a time (its feature vector, then the
   rows of the features present); it runs only where the ``langid`` package is installed.
-  *new* is :class:`psp.filters.language.LanguageIdentifier` (py3langid's copy of the same
-  model, a chunk at a time), in chunks of the filter's size.
+  *plain* is :class:`psp.filters.language.LanguageIdentifier` without its alphabet rule
+  (py3langid's answers, from the same model, a chunk at a time), *new* the identifier with it,
+  both in chunks of the filter's size.
+* The Russian filter on Tatoeba (held out): the share of Russian sentences it keeps and of
+  Ukrainian, Bulgarian, Belarusian, Macedonian, Serbian, Kazakh, Mongolian and English ones it
+  wrongly keeps, plain against new.
 * ``filter_pairs``, the whole chain, on a bitext and a paraphrase corpus: langid off (the
   cheap filters, dedup and the gzip writer), langid on with the old identifier plugged into
-  the same chain, langid on with the new one, and the new one with 2 workers. Outputs of the
-  langid runs must be identical.
+  the same chain, langid on with the new one, and the new one with 2 workers. The new runs'
+  outputs must be identical; whether the old run's matches is printed.
 * The dedup store, :class:`psp.filters.dedup.SeenHashes`, against a Python ``set`` of the same
   64-bit hashes: bytes per entry (tracemalloc) and time, on synthetic distinct keys.
 
 Rates per CPU-second count every process of a run (the pool workers too), so they estimate
 what one dedicated core does on a machine shared with other jobs; the load average is printed.
 
-    python benchmarks/bench_filters.py [--lines-per-language 1000] [--pairs 20000]
+    python benchmarks/bench_filters.py [--lines-per-language 20000] [--pairs 20000]
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from psp.corpora import iter_pairs
 from psp.filters import FilterConfig, filter_pairs, normalize
 from psp.filters import language as language_module
 from psp.filters.dedup import SeenHashes, hash64
-from psp.filters.language import LanguageIdentifier
+from psp.filters.language import LangidCheck, LanguageIdentifier
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PSP_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -111,36 +115,49 @@ def identify_in_chunks(identifier, texts: list[str]) -> tuple[np.ndarray, np.nda
 
 
 def identifier_figures(old: PreviousIdentifier | None, lines_per_language: int) -> None:
-    new = LanguageIdentifier()
-    new.identify(["warm up"])
+    identifiers = {"plain": LanguageIdentifier(alphabet_rule=False), "new": LanguageIdentifier()}
+    if old is not None:
+        identifiers = {"old": old, **identifiers}
+    for identifier in identifiers.values():
+        identifier.identify(["warm up"])
     print(
-        f"identifier on bitext sides, {lines_per_language} lines per language "
-        "(share labelled with the side's language; lines per CPU-second, one worker):"
+        f"identifier on bitext sides, up to {lines_per_language} lines per language (share "
+        "labelled with the side's language; lines per CPU-second, one worker); old: langid.py "
+        "one line at a time, plain: batched without the alphabet rule, new: with it"
     )
-    print(f"  {'':4s} {'old':>17s} {'new':>17s}  labels equal  max |p_old - p_new|")
-    totals = {"old": [0, 0.0], "new": [0, 0.0]}
+    print("  " + " " * 12 + "".join(f"{name:>20s}" for name in identifiers))
+    totals = {name: [0, 0.0] for name in identifiers}
     for lang in LANGUAGES:
         texts = bitext_side(lang, lines_per_language)
-        labels, prob, seconds = identify_in_chunks(new, texts)
-        totals["new"][0] += len(texts)
-        totals["new"][1] += seconds
-        new_part = f"{np.mean(labels == lang):6.1%} {len(texts) / seconds:8,.0f}/s"
-        if old is None:
-            print(f"  {lang:4s} {'-':>17s} {new_part}")
-            continue
-        old_labels, old_prob, old_seconds = identify_in_chunks(old, texts)
-        totals["old"][0] += len(texts)
-        totals["old"][1] += old_seconds
-        print(
-            f"  {lang:4s} {np.mean(old_labels == lang):6.1%} {len(texts) / old_seconds:8,.0f}/s "
-            f"{new_part}  {np.mean(old_labels == labels):11.2%}  "
-            f"{np.abs(old_prob - prob).max():.1e}"
-        )
-    rates = {name: n / seconds for name, (n, seconds) in totals.items() if n}
+        cells = []
+        for name, identifier in identifiers.items():
+            labels, _, seconds = identify_in_chunks(identifier, texts)
+            totals[name][0] += len(texts)
+            totals[name][1] += seconds
+            cells.append(f"{np.mean(labels == lang):8.2%} {len(texts) / seconds:8,.0f}/s")
+        print(f"  {lang:4s} {len(texts):6d} " + "".join(f"{cell:>20s}" for cell in cells))
+    rates = {name: n / seconds for name, (n, seconds) in totals.items()}
     summary = ", ".join(f"{name} {rate:,.0f} lines/s" for name, rate in rates.items())
     if "old" in rates:
         summary += f"; new / old {rates['new'] / rates['old']:.1f}x"
     print(f"  all languages: {summary}")
+
+
+def russian_filter_figures() -> None:
+    """The Russian filter's real job on held-out Tatoeba sentences: keep the Russian ones, drop
+    those of its Cyrillic neighbours (and English), with and without the alphabet rule."""
+    print("Russian langid filter (threshold 0.5) on Tatoeba, share passed as Russian:")
+    checks = {"plain": LangidCheck(["ru"], 0.5, None), "new": LangidCheck(["ru"], 0.5, None)}
+    checks["plain"].identifier = LanguageIdentifier(alphabet_rule=False)
+    for code in ("rus", "ukr", "bul", "bel", "mkd", "srp", "kaz", "mon", "eng"):
+        pair = "rus" if code == "eng" else code
+        with open(DATA / "tatoeba" / f"tatoeba.{pair}-eng.{code}", encoding="utf-8") as handle:
+            records = [(text,) for text in map(normalize, handle) if text]
+        shares = "  ".join(
+            f"{name} {np.mean(check(records)):6.1%}" for name, check in checks.items()
+        )
+        verdict = "keep" if code == "rus" else "drop"
+        print(f"  {code} ({verdict}, {len(records)} lines): {shares}")
 
 
 def timed_filter(pairs, cfg, workers: int, out: Path) -> tuple[float, float, dict, bytes]:
@@ -173,10 +190,12 @@ def chain_figures(corpus: str, cfg: FilterConfig, n_pairs: int, old, out_dir: Pa
             f"{rates[name]:7,.0f} per CPU-second; kept {stats['kept']}, "
             f"langid removed {stats['removed']['langid']}"
         )
-    assert len({value for value in map(repr, outputs.values())}) == 1, "langid outputs differ"
+    new_outputs = [repr(value) for name, value in outputs.items() if name.startswith("new")]
+    assert len(set(new_outputs)) == 1, "the new langid's outputs differ between worker counts"
     if old is not None:
         ratio = rates["new langid, 1 worker"] / rates["old langid, 1 worker"]
-        print(f"  new / old per CPU-second: {ratio:.1f}x; all langid outputs identical")
+        same = repr(outputs["old langid, 1 worker"]) == new_outputs[0]
+        print(f"  new / old per CPU-second: {ratio:.1f}x; old and new outputs identical: {same}")
 
 
 def dedup_figures(n_keys: int, batch: int = 2000) -> None:
@@ -212,7 +231,7 @@ def dedup_figures(n_keys: int, batch: int = 2000) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines-per-language", type=int, default=1000)
+    parser.add_argument("--lines-per-language", type=int, default=20_000)
     parser.add_argument("--pairs", type=int, default=20_000)
     parser.add_argument("--dedup-keys", type=int, default=1_000_000)
     args = parser.parse_args()
@@ -222,6 +241,7 @@ def main() -> None:
     if old is None:
         print("langid is not installed: old figures skipped (pip install langid to get them)")
     identifier_figures(old, args.lines_per_language)
+    russian_filter_figures()
     with tempfile.TemporaryDirectory() as tmp:
         for corpus, cfg in CHAIN_CORPORA.items():
             chain_figures(corpus, cfg, args.pairs, old, Path(tmp))

@@ -13,7 +13,7 @@ import pytest
 from psp.corpora import RawPair
 from psp.filters import REASONS, FilterConfig, filter_pairs, filter_sentences, normalize
 from psp.filters.dedup import SeenHashes
-from psp.filters.language import LanguageIdentifier, load_identifier
+from psp.filters.language import LangidCheck, LanguageIdentifier, load_identifier
 from psp.filters.text import ngram_overlap, prepare_sentence, tokens
 from psp.io import InputError
 
@@ -195,19 +195,47 @@ def py3langid_reference(candidates=None):
 
 
 AWKWARD = ["Consejos.", "hvg.hu asked Balázs Zságer.", "Jiří Krejčí", "", "a", "☃" * 700]
+# Cyrillic text where the alphabet rule changes py3langid's answer (Russian labelled Bulgarian,
+# Ukrainian labelled Russian), and one it cannot decide (letters of Russian and Ukrainian only).
+CYRILLIC = [
+    "Эта публикация привлекла к себе огромное внимание.",
+    "Будинок не ідеальний, але нормальний.",
+    "Мы їх бачили",
+]
 
 
 @pytest.mark.parametrize("candidates", [None, ("es", "en", "ca", "pt")])
 def test_langid_agrees_with_py3langid(candidates):
-    """The batched walk gives py3langid's answers (it sums in float32, hence the tolerance)."""
+    """The batched walk gives py3langid's answers (it sums in float32, hence the tolerance):
+    with the alphabet rule on text it does not touch, without the rule on any text."""
     reference = py3langid_reference(candidates)
-    identifier = LanguageIdentifier(candidates)
     texts = [*CLEAR.values(), *AWKWARD, CLEAR["de"] * 40]
-    top, prob = identifier.identify(texts)
-    for text, index, p in zip(texts, top, prob, strict=True):
-        ref_lang, ref_prob = reference.classify(text)
-        assert identifier.languages[index] == ref_lang, text
-        assert p == pytest.approx(float(ref_prob), abs=1e-4)
+    for identifier, batch in [
+        (LanguageIdentifier(candidates), texts),
+        (LanguageIdentifier(candidates, alphabet_rule=False), [*texts, *CYRILLIC]),
+    ]:
+        top, prob = identifier.identify(batch)
+        for text, index, p in zip(batch, top, prob, strict=True):
+            ref_lang, ref_prob = reference.classify(text)
+            assert identifier.languages[index] == ref_lang, text
+            assert p == pytest.approx(float(ref_prob), abs=1e-4)
+
+
+def test_langid_alphabet_rule():
+    """A Cyrillic language whose alphabet lacks a letter of the text is never the answer; a
+    text no candidate's alphabet covers keeps the model's answer."""
+    plain = LanguageIdentifier(alphabet_rule=False)
+    ruled = LanguageIdentifier()
+    assert [plain.classify(text)[0] for text in CYRILLIC[:2]] == ["bg", "ru"]
+    assert [ruled.classify(text)[0] for text in CYRILLIC[:2]] == ["ru", "uk"]
+    # "ы" is in neither alphabet of Ukrainian and Bulgarian, "і" not in Russian's
+    assert ruled.classify("Мы" + CYRILLIC[1])[0] not in ("ru", "uk", "bg")
+    both = LanguageIdentifier(("ru", "uk"))
+    assert both.classify(CYRILLIC[2]) == LanguageIdentifier(("ru", "uk"), False).classify(
+        CYRILLIC[2]
+    )
+    top, prob = both.identify(["", "Мы", "Їх"])
+    assert [both.languages[i] for i in top[1:]] == ["ru", "uk"] and np.isfinite(prob).all()
 
 
 def test_langid_batch_equals_one_at_a_time(identifier):
@@ -221,13 +249,13 @@ def test_langid_batch_equals_one_at_a_time(identifier):
         assert (identifier.languages[index], p) == (lang, single)
 
 
-# The share of each bitext side that langid.py's model labels with the side's language, measured
-# on every line of the mirror's bitext: ar 98.7 %, de 99.7, es 97.5, fr 99.2, ru 96.8, tr 98.3,
-# zh 99.7, en 98.8. Russian stays under 97 %: 3 % of it is labelled Bulgarian, Ukrainian,
-# Macedonian or Serbian (langid.py gave the same labels; py3langid 0.4's retrained model gets
-# Russian right more often but labels 6 % of the Chinese side Wu Chinese).
-SIDE_ACCURACY_FLOOR = {lang: 0.97 for lang in ("ar", "de", "es", "fr", "tr", "zh", "en")}
-SIDE_ACCURACY_FLOOR["ru"] = 0.96
+# The share of each bitext side labelled with the side's language, on up to 20,000 lines spread
+# evenly over all of its files: ar 98.7 %, de 99.7, es 97.5, fr 99.1, ru 97.3, tr 98.3, zh 99.7,
+# en 98.8. Without the alphabet rule Russian scores 96.8 %: 3 % of it is labelled Bulgarian,
+# Ukrainian, Macedonian or Serbian, most of it lines that the rule rules out (with "ы", "э" or
+# "ё", letters none of those alphabets has).
+SIDE_ACCURACY_FLOOR = 0.97
+SIDE_LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh", "en")
 
 
 def bitext_side(root, lang: str, n: int) -> list[str]:
@@ -240,13 +268,37 @@ def bitext_side(root, lang: str, n: int) -> list[str]:
     return [text for text in map(normalize, lines[::step][:n]) if text]
 
 
-@pytest.mark.parametrize("lang", list(SIDE_ACCURACY_FLOOR))
+@pytest.mark.parametrize("lang", SIDE_LANGUAGES)
 def test_langid_accuracy_on_bitext_sides(shared_data, identifier, lang):
-    texts = bitext_side(shared_data, lang, 1000)
-    assert len(texts) > 900
+    texts = bitext_side(shared_data, lang, 20_000)
+    assert len(texts) > 10_000
     top, _ = identifier.identify(texts)
     accuracy = float(np.mean(top == identifier.languages.index(lang)))
-    assert accuracy >= SIDE_ACCURACY_FLOOR[lang], f"{lang}: {accuracy:.3f}"
+    assert accuracy >= SIDE_ACCURACY_FLOOR, f"{lang}: {accuracy:.4f}"
+
+
+def tatoeba_side(root, code: str) -> list[str]:
+    path = root / "tatoeba" / f"tatoeba.{code}-eng.{code}"
+    with open(path, encoding="utf-8") as handle:
+        return [text for text in map(normalize, handle) if text]
+
+
+def test_langid_alphabet_rule_keeps_russian_drops_its_neighbours(shared_data):
+    """The Russian filter's job on Tatoeba (held out): keep Russian sentences, drop those of
+    the Cyrillic neighbours. The rule does better on Russian, Ukrainian, Belarusian and Kazakh
+    and never worse on any (measured: Russian kept 82.4 % -> 86.1 %; passed as Russian:
+    Ukrainian 10.4 % -> 7.7, Belarusian 5.3 -> 2.6, Kazakh 2.3 -> 0.7)."""
+    check = {rule: LangidCheck(["ru"], 0.5, None) for rule in (False, True)}
+    check[False].identifier = LanguageIdentifier(alphabet_rule=False)
+    kept = {}
+    for code in ("rus", "ukr", "bul", "bel", "mkd", "srp", "kaz", "mon"):
+        records = [(text,) for text in tatoeba_side(shared_data, code)]
+        kept[code] = {rule: float(np.mean(check[rule](records))) for rule in check}
+    assert kept["rus"][True] >= kept["rus"][False] + 0.02, kept
+    for code in ("ukr", "bel", "kaz"):
+        assert kept[code][True] < kept[code][False], (code, kept)
+    for code in ("bul", "mkd", "srp", "mon"):
+        assert kept[code][True] <= kept[code][False] + 0.005, (code, kept)
 
 
 def test_langid_unknown_code_is_an_error():
