@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -28,117 +27,38 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 from tqdm.auto import tqdm
 
 import psp
-from psp.config_keys import reject_unknown_keys
-from psp.io import InputError, atomic_path
+from psp.inference import (
+    CONFIG_NAME,
+    FORMAT_VERSION,
+    POOL_BLOCK_BYTES,
+    SPM_NAME,
+    WEIGHT_KEY,
+    WEIGHTS_NAME,
+    ModelConfig,
+    _normalize_rows,
+    read_model_dir,
+    row_cosines,
+    zero_textless,
+)
+from psp.io import atomic_path
 from psp.spm import PieceEncoder
 
-__all__ = ["CONFIG_NAME", "ModelConfig", "PSPModel", "load", "row_cosines"]
+__all__ = [
+    "CONFIG_NAME",
+    "SPM_NAME",
+    "WEIGHTS_NAME",
+    "ModelConfig",
+    "PSPModel",
+    "load",
+    "row_cosines",
+]
 
 log = logging.getLogger(__name__)
-
-FORMAT_VERSION = 1
-CONFIG_NAME = "config.json"
-SPM_NAME = "sentencepiece.model"
-WEIGHTS_NAME = "embeddings.safetensors"
-WEIGHT_KEY = "embedding.weight"
-_POOL_BLOCK_BYTES = 16 << 20
-
-# The type and range of every ``config.json`` value (JSON Schema): a config edited by hand or
-# written by another tool fails to load naming the key, instead of loading "false" as true or
-# surfacing as a traceback deep inside torch or SentencePiece.
-_COUNT = {"type": "integer", "minimum": 1}
-CONFIG_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "dim": _COUNT,
-        "vocab_size": _COUNT,
-        "lowercase": {"type": "boolean"},
-        "max_pieces": {"type": ["integer", "null"], "minimum": 1},
-        "unk_id": {"type": "integer", "minimum": 0},
-        "languages": {"type": "array", "items": {"type": "string"}},
-        "provenance": {"type": "object"},
-        "format_version": _COUNT,
-    },
-}
-
-
-@dataclasses.dataclass
-class ModelConfig:
-    """Architecture and provenance of a model; ``config.json`` is this dataclass as JSON.
-
-    Args:
-        dim: embedding dimension.
-        vocab_size: rows of the embedding table, equal to the SentencePiece vocabulary size.
-        lowercase: lowercase text before SentencePiece (the P-SP models are trained lowercased).
-        max_pieces: keep at most this many pieces per sentence (``None``: no limit).
-        unk_id: SentencePiece id of ``<unk>``; in training its row stands for a sentence with no
-            known piece, which :meth:`PSPModel.pool` maps to the zero vector instead.
-        languages: language codes the model was trained on (informative).
-        provenance: where the model came from: training data, ``spm_sha256``, ``created``,
-            ``psp_version``, conversion source, ... Only ``spm_sha256`` is checked on load.
-        format_version: layout version of the model directory.
-    """
-
-    dim: int
-    vocab_size: int
-    lowercase: bool = True
-    max_pieces: int | None = None
-    unk_id: int = 0
-    languages: list[str] = dataclasses.field(default_factory=list)
-    provenance: dict = dataclasses.field(default_factory=dict)
-    format_version: int = FORMAT_VERSION
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str, where: str = CONFIG_NAME) -> ModelConfig:
-        """Parse ``config.json`` text; unknown or missing keys, and a value of the wrong type or
-        out of range (:data:`CONFIG_SCHEMA`), are an error naming ``where`` and the key.
-
-        Unknown keys are refused rather than ignored: they mean a newer format or a typo, and
-        either way the model would not be the one its author saved.
-        """
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{where}: not valid JSON: {err}") from err
-        if not isinstance(data, dict):
-            raise InputError(f"{where}: expected a JSON object")
-        reject_unknown_keys(data, cls, where, InputError)
-        missing = sorted(
-            f.name
-            for f in dataclasses.fields(cls)
-            if f.default is dataclasses.MISSING
-            and f.default_factory is dataclasses.MISSING
-            and f.name not in data
-        )
-        if missing:
-            raise InputError(f"{where}: missing config keys {missing}")
-        _check_types(data, where)
-        config = cls(**data)
-        if config.format_version > FORMAT_VERSION:
-            raise InputError(
-                f"{where}: format_version {config.format_version} is newer than this psp "
-                f"({FORMAT_VERSION}); upgrade psp-mine"
-            )
-        return config
-
-
-def _check_types(data: dict, where: str) -> None:
-    """Raise :class:`InputError` naming the first key of ``data`` that breaks the schema."""
-    from jsonschema import Draft202012Validator
-
-    error = next(iter(Draft202012Validator(CONFIG_SCHEMA).iter_errors(data)), None)
-    if error is not None:
-        key = ".".join(map(str, error.absolute_path)) or "(top level)"
-        raise InputError(f"{where}: key {key!r}: {error.message}")
 
 
 class PSPModel(nn.Module):
@@ -312,20 +232,18 @@ class PSPModel(nn.Module):
         The second half of :meth:`embed`, public so a caller can tokenise the next batch in
         another thread while this one pools (SentencePiece and torch both release the GIL).
 
-        Pooling in blocks of at most ``_POOL_BLOCK_BYTES`` of output keeps each temporary below
+        Pooling in blocks of at most ``POOL_BLOCK_BYTES`` of output keeps each temporary below
         glibc's 32 MiB mmap ceiling, so its memory is recycled from the heap; one 8192 x 1024
         float32 block (32 MiB) would be mapped and page-faulted afresh every batch (measured on
         113k news sentences: 116k minor page faults with one block per batch, 24k with blocks).
 
-        A sentence with no known piece (empty, or nothing but characters the vocabulary lacks)
-        pools to the zero vector: it has no meaning to embed, and the shared ``<unk>`` (or bare
-        word-boundary) row would make any two such sentences a perfect match (cosine 1). A zero
-        row has cosine 0 with everything (:func:`row_cosines`, the miner's normalisation), so it
-        never scores as a match.
+        A sentence with no known piece pools to the zero vector (see
+        :func:`psp.inference.zero_textless`). :class:`psp.inference.TableModel` pools the same
+        table to the same bits without torch.
         """
         n = len(offsets) - 1
         ids_t, offsets_t = torch.from_numpy(ids), torch.from_numpy(offsets)
-        step = max(1, _POOL_BLOCK_BYTES // (4 * self.dim))
+        step = max(1, POOL_BLOCK_BYTES // (4 * self.dim))
         with torch.inference_mode():
             for start in range(0, n, step):
                 stop = min(start + step, n)
@@ -335,8 +253,7 @@ class PSPModel(nn.Module):
                     (offsets_t[start : stop + 1] - first).to(self.device),
                 )
                 out[start:stop] = pooled.float().cpu().numpy()
-        known = np.concatenate(([0], np.cumsum(~np.isin(ids, self.encoder.textless_ids))))
-        out[:n][known[offsets[1:]] == known[offsets[:-1]]] = 0
+        zero_textless(self.encoder, ids, offsets, out)
         return out
 
     def score(
@@ -388,68 +305,13 @@ class PSPModel(nn.Module):
         return directory
 
 
-def _normalize_rows(x: np.ndarray) -> None:
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    np.maximum(norms, 1e-12, out=norms)
-    x /= norms
-
-
-def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine of ``a[i]`` and ``b[i]`` for every row (``a`` and ``b`` are normalised in place);
-    a zero row scores 0."""
-    _normalize_rows(a)
-    _normalize_rows(b)
-    return np.einsum("ij,ij->i", a, b)
-
-
 def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> PSPModel:
     """Load a model directory written by :meth:`PSPModel.save` (JSON + safetensors, no code run).
 
     Every problem (a missing file, a tokenizer that is not the one the config records, a weight
-    table of the wrong shape) raises :class:`~psp.io.InputError` naming the file.
+    table of the wrong shape) raises :class:`~psp.io.InputError` naming the file (see
+    :func:`psp.inference.read_model_dir`, which ``psp embed`` uses without torch).
     """
-    directory = Path(path)
-    if not directory.is_dir():
-        raise InputError(f"{directory}: model directory not found")
-    files = {name: directory / name for name in (CONFIG_NAME, SPM_NAME, WEIGHTS_NAME)}
-    for file in files.values():
-        if not file.is_file():
-            raise InputError(f"{file}: missing from the model directory")
-    config_file = files[CONFIG_NAME]
-    config = ModelConfig.from_json(config_file.read_text(encoding="utf-8"), where=str(config_file))
-
-    spm_file = files[SPM_NAME]
-    try:
-        encoder = PieceEncoder(spm_file, lowercase=config.lowercase, max_pieces=config.max_pieces)
-    except (RuntimeError, OSError) as err:
-        raise InputError(f"{spm_file}: not a SentencePiece model: {err}") from err
-    expected = config.provenance.get("spm_sha256")
-    if expected is not None and expected != encoder.sha256:
-        raise InputError(
-            f"{spm_file}: sha256 {encoder.sha256[:12]}… does not match the {expected[:12]}… "
-            f"recorded in {config_file}; the tokenizer is not the one this model was trained with"
-        )
-
-    weights_file = files[WEIGHTS_NAME]
-    try:
-        tensors = load_file(str(weights_file))
-    except (SafetensorError, OSError) as err:
-        raise InputError(f"{weights_file}: unreadable safetensors file: {err}") from err
-    if set(tensors) != {WEIGHT_KEY}:
-        raise InputError(
-            f"{weights_file}: expected one tensor {WEIGHT_KEY!r}, found {sorted(tensors)}"
-        )
-    weight = tensors[WEIGHT_KEY]
-    expected_shape = (config.vocab_size, config.dim)
-    if tuple(weight.shape) != expected_shape:
-        raise InputError(
-            f"{weights_file}: {WEIGHT_KEY} has shape {tuple(weight.shape)} but {config_file} "
-            f"says (vocab_size, dim) = {expected_shape}"
-        )
-    if not weight.is_floating_point():
-        raise InputError(f"{weights_file}: {WEIGHT_KEY} has non-float dtype {weight.dtype}")
-    try:
-        model = PSPModel(config, encoder, weight=weight.to(torch.float32))
-    except ValueError as err:
-        raise InputError(f"{config_file}: {err}") from err
+    config, encoder, table = read_model_dir(path)
+    model = PSPModel(config, encoder, weight=torch.from_numpy(table))
     return model.to(device).eval()

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from psp.cli import main
+from psp.cli import main, streaming
 from psp.cli.embed import HEADER_BYTES
-from psp.cli.streaming import overlapped
+from psp.cli.streaming import iter_input_batches, overlapped
 from psp.io import InputError
 from psp.model import PSPModel
 
@@ -48,6 +48,66 @@ def test_embed_file_rows_in_order(model, model_dir, news, tmp_path):
     half = np.load(out)
     assert half.dtype == np.float16
     np.testing.assert_allclose(half, model.embed(lines), atol=5e-3)
+
+
+def test_embed_process_gives_the_library_bits(model, model_dir, news, tmp_path):
+    """``psp embed`` and ``psp score`` run without torch (numpy table, scipy pooling) and give
+    exactly what ``psp.load(dir).embed`` / ``.score`` give: every bit, over batches and pool
+    threads, a sentence with no known piece (zero row) included."""
+    lines = [*news[:700], "", "☃☃☃"]
+    src, out = tmp_path / "sents.txt", tmp_path / "embs.npy"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code = (
+        "import sys; from psp.cli import main; code = main(sys.argv[1:]); "
+        "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(code)"
+    )
+    io_args = ["--model", str(model_dir), "--input", str(src), "--output", str(out)]
+    for threads in ("1", "3"):
+        cmd = [sys.executable, "-c", code, "embed", *io_args, "--threads", threads]
+        subprocess.run([*cmd, "--batch-size", "256"], check=True, capture_output=True)
+        expected = model.embed(lines)
+        assert (expected[-2:] == 0).all()
+        np.testing.assert_array_equal(np.load(out), expected)
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(pairs_text(news, 300), encoding="utf-8")
+    scored = tmp_path / "scored.tsv"
+    cmd = [sys.executable, "-c", code, "score", "--model", str(model_dir)]
+    subprocess.run(
+        [*cmd, "--input", str(pairs), "--output", str(scored), "--threads", "1"],
+        check=True,
+        capture_output=True,
+    )
+    cosines = [row.rsplit("\t", 1)[1] for row in scored.read_text(encoding="utf-8").splitlines()]
+    assert cosines == [f"{c:.6f}" for c in model.score(news[:300], news[300:600])]
+
+
+def test_input_batches_across_read_blocks(tmp_path, monkeypatch):
+    """Lines cut by the read-block boundary, CRLF endings, a last line without a newline and
+    the numbering of every batch come out as a line-at-a-time reader gives them."""
+    monkeypatch.setattr(streaming, "READ_BYTES", 7)
+    lines = ["first line", "", "ünïcödé ☃ spans blocks", "x", "windows", "", "last"]
+    src = tmp_path / "in.txt"
+    src.write_bytes("\n".join(lines[:4]).encode() + b"\nwindows\r\n\r\nlast")
+    batches = list(iter_input_batches(str(src), 3))
+    assert [first for first, _ in batches] == [1, 4, 7]
+    assert [line for _, batch in batches for line in batch] == lines
+    assert max(len(batch) for _, batch in batches) == 3
+
+
+def test_input_invalid_utf8_named_in_a_later_block(tmp_path, monkeypatch):
+    monkeypatch.setattr(streaming, "READ_BYTES", 5)
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"one\ntwo\nthree\nfo\xffur\nfive\n")
+    with pytest.raises(InputError, match=r"in.txt:4: invalid UTF-8"):
+        list(iter_input_batches(str(src), 2))
+
+
+def test_input_truncated_gzip_is_named(tmp_path):
+    src = tmp_path / "in.txt.gz"
+    src.write_bytes(gzip.compress(b"".join(b"line %d\n" % i for i in range(10_000)))[:-40])
+    with pytest.raises(InputError, match="in.txt.gz: corrupt or truncated compressed file"):
+        list(iter_input_batches(str(src), 100))
 
 
 def test_embed_gz_input_without_final_newline(model, model_dir, news, tmp_path):

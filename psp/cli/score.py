@@ -3,8 +3,8 @@
 Each input line is echoed unchanged with ``<TAB>{cosine:.6f}`` appended, so the output lines up
 with the input for any downstream tool. Lines stream through in batches: memory is a few
 batches whatever the input size, and tokenising overlaps pooling and writing (see
-:mod:`psp.cli.streaming`). A file output appears only once complete; on stdout, a reader that
-stops early (``| head``) ends the command quietly.
+:mod:`psp.cli.streaming`). Like ``psp embed`` it never imports torch. A file output appears
+only once complete; on stdout, a reader that stops early (``| head``) ends the command quietly.
 
 Example:
     psp score --model results/models/es-en --input pairs.tsv --output scored.tsv
@@ -17,8 +17,8 @@ import contextlib
 import sys
 
 from psp.cli.options import input_file_or_stdin, positive_int
-from psp.cli.streaming import STDIN, iter_input_lines, overlapped
-from psp.io import InputError, atomic_open, iter_batches
+from psp.cli.streaming import STDIN, default_threads, iter_input_batches, overlapped
+from psp.io import InputError, atomic_open
 
 NAME = "score"
 HELP = "cosine similarity of sentence pairs (sent1<TAB>sent2 per line)"
@@ -35,39 +35,40 @@ def score_lines(model, spec: str, out, batch_size: int, threads: int) -> int:
     """Score every line of ``spec`` into the text stream ``out``; returns the number of pairs."""
     import numpy as np
 
-    from psp.model import row_cosines
+    from psp.inference import row_cosines
 
     name = "<stdin>" if spec == STDIN else spec
     pooled = [np.empty((batch_size, model.dim), dtype=np.float32) for _ in range(2)]
     pairs = 0
 
-    def encode(batch: list[tuple[int, str]]):
-        sides = list(zip(*(split_pair(line, f"{name}:{lineno}") for lineno, line in batch)))
-        return batch, [model.encoder.encode(side, num_threads=threads) for side in sides]
+    def encode(batch: tuple[int, list[str]]):
+        first, lines = batch
+        fields = [split_pair(line, f"{name}:{first + i}") for i, line in enumerate(lines)]
+        sides = list(zip(*fields))
+        return lines, [model.encoder.encode(side, num_threads=threads) for side in sides]
 
     def pool_and_write(item) -> None:
         nonlocal pairs
-        batch, encoded = item
-        n = len(batch)
-        a, b = (model.pool(ids, offsets, rows[:n]) for (ids, offsets), rows in zip(encoded, pooled))
+        lines, encoded = item
+        n = len(lines)
+        a, b = (
+            model.pool(ids, offsets, rows[:n], threads)
+            for (ids, offsets), rows in zip(encoded, pooled)
+        )
         cosines = row_cosines(a, b)
-        out.writelines(f"{line}\t{cos:.6f}\n" for (_, line), cos in zip(batch, cosines))
+        out.writelines(f"{line}\t{cos:.6f}\n" for line, cos in zip(lines, cosines))
         pairs += n
 
-    overlapped(map(encode, iter_batches(iter_input_lines(spec), batch_size)), pool_and_write)
+    overlapped(map(encode, iter_input_batches(spec, batch_size)), pool_and_write)
     out.flush()  # here, so a reader that went away shows up as BrokenPipeError (see psp.cli)
     return pairs
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
+    from psp.inference import load_table_model
 
-    from psp.model import load
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model = load(args.model)
-    threads = args.threads or torch.get_num_threads()
+    model = load_table_model(args.model)
+    threads = args.threads or default_threads()
     with contextlib.ExitStack() as stack:
         if args.output == STDIN:
             out = sys.stdout
@@ -90,6 +91,9 @@ def register(subparsers) -> None:
     parser.add_argument("--output", required=True, help="input lines + <TAB>cosine (- for stdout)")
     parser.add_argument("--batch-size", type=positive_int, default=8192, help="pairs per batch")
     parser.add_argument(
-        "--threads", type=positive_int, default=None, help="CPU threads (default: torch's)"
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="CPU threads (default: all this process may use)",
     )
     parser.set_defaults(func=run)

@@ -1,40 +1,103 @@
 """What ``psp embed`` and ``psp score`` share: input lines in batches, and two overlapping stages.
 
 Both commands read and tokenise in the main thread while a second thread pools the previous
-batch and writes it out. SentencePiece's batch encode, torch's pooling and file writes all
-release the GIL, so with a free core the stages overlap and the slowest sets the pace instead of
-the sum of all of them. A bounded queue between the two keeps memory at a few batches whatever
-the input size.
+batch and writes it out. SentencePiece's batch encode, scipy's sparse product (the pooling, see
+:mod:`psp.inference`) and file writes all release the GIL, so with a free core the stages
+overlap and the slowest sets the pace instead of the sum of all of them. A bounded queue between
+the two keeps memory at a few batches whatever the input size.
+
+Input is read in blocks of at most :data:`READ_BYTES`, each decoded and split in one call: a line
+at a time, the Python generators cost about as much CPU as pooling the line. A block is what one
+read returns (``read1``): a pipe gives what it holds, so lines are processed as they arrive, and
+a SIGTERM that interrupts the read is handled at once (``read`` of a full block ignored it while
+it waited for more input on a pipe left open).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import os
 import queue
 import sys
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
-from psp.io import InputError, iter_lines
+from psp.io import InputError, open_binary
 
 STDIN = "-"
+READ_BYTES = 1 << 20
 T = TypeVar("T")
 _END = object()
 
 
-def iter_input_lines(spec: str) -> Iterator[tuple[int, str]]:
-    """``(line_number, text)`` of a UTF-8 file (plain or ``.gz``), or of stdin when ``spec`` is ``-``.
+def default_threads() -> int:
+    """The CPUs this process may run on (its affinity mask, where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
-    Invalid UTF-8 is an :class:`InputError` naming the file (``<stdin>``) and the line.
+
+def iter_input_batches(spec: str, size: int) -> Iterator[tuple[int, list[str]]]:
+    """``(first_line_number, lines)``: the lines of a UTF-8 file (plain or ``.gz``), or of stdin
+    when ``spec`` is ``-``, ``size`` at a time (the last batch may be shorter).
+
+    Lines are split at ``\n`` only, and lose trailing ``\r``; a last line without a newline
+    counts. Invalid UTF-8 is an :class:`InputError` naming the file (``<stdin>``) and the line,
+    and so is a corrupt or truncated compressed file.
     """
-    if spec != STDIN:
-        yield from iter_lines(spec)
-        return
-    for lineno, raw in enumerate(sys.stdin.buffer, start=1):
-        try:
-            yield lineno, raw.rstrip(b"\r\n").decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise InputError(f"<stdin>:{lineno}: invalid UTF-8 ({err.reason})") from err
+    pending: list[str] = []
+    first = 1
+    for lines in _iter_line_blocks(spec):
+        pending.extend(lines)
+        if len(pending) >= size:
+            whole = len(pending) - len(pending) % size
+            for start in range(0, whole, size):
+                yield first + start, pending[start : start + size]
+            first += whole
+            del pending[:whole]
+    if pending:
+        yield first, pending
+
+
+def _iter_line_blocks(spec: str) -> Iterator[list[str]]:
+    """The decoded lines of each block read (cut after its last newline)."""
+    name = "<stdin>" if spec == STDIN else spec
+    lineno = 0  # lines yielded so far
+    try:
+        source = contextlib.nullcontext(sys.stdin.buffer) if spec == STDIN else open_binary(spec)
+        with source as handle:
+            tail = b""
+            while chunk := handle.read1(READ_BYTES):
+                data = tail + chunk
+                cut = data.rfind(b"\n") + 1
+                tail = data[cut:]
+                if cut:
+                    lines = _decode_lines(data[: cut - 1], name, lineno)
+                    lineno += len(lines)
+                    yield lines
+            if tail:
+                yield _decode_lines(tail, name, lineno)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise InputError(
+            f"{name}: corrupt or truncated compressed file after line {lineno}: {err}"
+        ) from err
+
+
+def _decode_lines(raw: bytes, name: str, before: int) -> list[str]:
+    """``raw`` (lines joined by ``\n``, the first one being line ``before + 1``) split into
+    lines without trailing ``\r``."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        bad = before + raw.count(b"\n", 0, err.start) + 1
+        raise InputError(f"{name}:{bad}: invalid UTF-8 ({err.reason})") from err
+    lines = text.split("\n")
+    if "\r" in text:
+        lines = [line.rstrip("\r") for line in lines]
+    return lines
 
 
 def overlapped(items: Iterable[T], consume: Callable[[T], None], depth: int = 4) -> None:
