@@ -286,8 +286,9 @@ def tatoeba_side(root, code: str) -> list[str]:
 def test_langid_alphabet_rule_keeps_russian_drops_its_neighbours(shared_data):
     """The Russian filter's job on Tatoeba (held out): keep Russian sentences, drop those of
     the Cyrillic neighbours. The rule does better on Russian, Ukrainian, Belarusian and Kazakh
-    and never worse on any (measured: Russian kept 82.4 % -> 86.1 %; passed as Russian:
-    Ukrainian 10.4 % -> 7.7, Belarusian 5.3 -> 2.6, Kazakh 2.3 -> 0.7)."""
+    and at most half a point worse on the others (measured: Russian kept 82.4 % -> 86.1 %;
+    passed as Russian: Ukrainian 10.4 % -> 7.7, Belarusian 5.3 -> 2.6, Kazakh 2.3 -> 0.7,
+    Bulgarian 11.7 -> 12.0: three sentences with a letter Bulgarian does not write)."""
     check = {rule: LangidCheck(["ru"], 0.5, None) for rule in (False, True)}
     check[False].identifier = LanguageIdentifier(alphabet_rule=False)
     kept = {}
