@@ -1,4 +1,4 @@
-# HDF5 pairs → P-SP model directory (DESIGN §4-5). A rerun after a crash resumes from the
+# HDF5 pairs → P-SP model directory (docs/design.md §4-5). A rerun after a crash resumes from the
 # last checkpoint in results/train/{model}/checkpoints/.
 #
 # The checkpoints are the one thing a job writes that is not an output, by design: Snakemake
