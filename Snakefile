@@ -37,8 +37,8 @@ include: "rules/hdf5.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/mine.smk"
-include: "rules/report.smk"
 include: "rules/speed.smk"
+include: "rules/report.smk"
 include: "rules/targets.smk"
 
 

@@ -226,16 +226,14 @@ def get_mine_outputs(pair):
 def get_report_inputs():
     """Everything the report gathers, by section. psp.report finds an evaluation's CSVs beside
     its metrics.json and a pair's mined pairs beside its stats (the keys `tables` and
-    `mined_pairs` only make them inputs). The SentencePiece statistics and the speed table are
-    inputs where their rules (`spm_stats`, `speed`) are part of the workflow; both must be
-    included before rules/report.smk.
+    `mined_pairs` only make them inputs).
     """
     eval_dirs = [
         *(f"results/eval/{model}" for model in MODELS),
         *(f"results/eval/untrained/{model}" for model in MODELS),
         *(f"results/eval/peers/{peer}" for peer in PEERS),
     ]
-    inputs = {
+    return {
         "evals": [f"results/eval/{model}/metrics.json" for model in MODELS],
         "floors": [f"results/eval/untrained/{model}/metrics.json" for model in MODELS],
         "peers": [f"results/eval/peers/{peer}/metrics.json" for peer in PEERS],
@@ -245,13 +243,10 @@ def get_report_inputs():
         "tables": [path for d in eval_dirs for path in eval_tables(d).values()],
         "data_stats": [f"results/data/{model}/filter_stats.json" for model in MODELS],
         "mined_pairs": [get_mine_outputs(pair)[0] for pair in MINE_PAIRS],
+        "spm_stats": [f"results/spm/{model}.stats.json" for model in MODELS],
+        "speed": "results/speed/speed.csv",
+        "speed_plot": "results/speed/speed_quality.png",
     }
-    if rules.has("spm_stats"):
-        inputs["spm_stats"] = [f"results/spm/{model}.stats.json" for model in MODELS]
-    if rules.has("speed"):
-        inputs["speed"] = "results/speed/speed.csv"
-        inputs["speed_plot"] = "results/speed/speed_quality.png"
-    return inputs
 
 
 def get_final_output():

@@ -1,11 +1,16 @@
 """Rule speed: Table 5, the speed of every trained model and peer beside its STS average."""
 
+from pathlib import Path
+
 from psp.evaluate.speed import encoder_table, measure_speed, speed_sentences
 from psp.workflow_runtime import setup
 
 setup(snakemake)
+# Model directories and the evaluation root are where the (possibly staged) input files are.
+models = [str(Path(config).parent) for config in snakemake.input.model_configs]
+eval_root = Path(snakemake.input.evals[0]).parents[1]
 measure_speed(
-    encoder_table(snakemake.params.models, snakemake.params.peers, snakemake.params.eval_root),
+    encoder_table(models, snakemake.params.peers, eval_root),
     speed_sentences(snakemake.input.news, snakemake.params.sentences),
     snakemake.threads,
     snakemake.output.csv,
