@@ -206,7 +206,14 @@ def test_workflow_mines_a_one_line_side_with_more_shards_than_lines(
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["mirror"] = str(shared_data)
     config["mining"]["es-en"].update(
-        src=[str(src)], tgt=[str(tgt)], shards=2, langid=False, min_tokens=0, threshold=-1e9
+        src=[str(src)],
+        tgt=[str(tgt)],
+        shards=2,
+        langid=False,
+        min_tokens=0,
+        # cosine itself, so every candidate passes (a tiny model's ratio margin may be -inf)
+        margin="absolute",
+        threshold=-1e9,
     )
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     mining_rules = ["mine_text", "embed_shard", "train_index", "index_shard", "knn_shard_pair"]
