@@ -32,6 +32,7 @@ def tiny_config(mirror) -> dict:
         "peers": [],
     }
     config["bucc"]["es-en"]["max_distractors"] = 150
+    config["speed"] = {"sentences": 2000}
     return config
 
 
