@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import combinations, zip_longest
+from itertools import zip_longest
 from pathlib import Path
 
 from psp.io import InputError, iter_raw_lines
@@ -153,10 +153,21 @@ def _iter_tsv(path: Path, kind: str) -> Iterator[RawPair]:
                 raise InputError(f"{where}: MRPC label must be 0 or 1, found {label[:10]!r}")
             if label == b"1":
                 yield RawPair(_decode(cols[1]), _decode(cols[2]), None, where)
-        else:  # flickr30k-captions: five independent captions of one image, all ten pairs
+        else:  # flickr30k-captions: five independent captions of one image
             captions = [_decode(col) for col in cols[1:]]
-            for a, b in combinations(captions, 2):
-                yield RawPair(a, b, None, where)
+            yield from (RawPair(a, b, None, where) for a, b in _disjoint_pairs(captions))
+
+
+def _disjoint_pairs(captions: list[str | None]) -> list[tuple[str | None, str | None]]:
+    """Two pairs from five captions of one image, no caption in both: ``(c1, c2), (c3, c4)``.
+
+    Training mines each pair's hardest negative among the other pairs of its mega-batch. A
+    caption in several pairs (all ten pairs of five captions put each in four) makes a
+    mega-batch that holds two pairs of one image mine a paraphrase of the anchor, or the anchor
+    itself, as its "negative". Measured on the English model: with all ten pairs STS-B dev ρ
+    fell from 60.7 after one epoch to 51.7 after two; with these two it rose to 77.8.
+    """
+    return [(captions[0], captions[1]), (captions[2], captions[3])]
 
 
 def _number(raw: bytes, where: str) -> float:

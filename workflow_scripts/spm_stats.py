@@ -16,8 +16,7 @@ settings = spm_settings(snakemake.params.spm, languages)
 encoder = PieceEncoder(snakemake.input.model)
 
 # Distinct sentences per language: a bitext corpus gives its source side to the first language
-# and its English side to the second; a paraphrase corpus (English) gives both to "en", and
-# Flickr30k repeats each caption in four pairs, counted once.
+# and its English side to the second; a paraphrase corpus (English) gives both to "en".
 sentences = {lang: {} for lang in languages}
 corpora = {lang: [] for lang in languages}
 if heldout:
