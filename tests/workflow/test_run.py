@@ -36,13 +36,34 @@ def tiny_config(mirror) -> dict:
     return config
 
 
+def config_options(path) -> list[str]:
+    """Options that make the config file at ``path`` the whole config. Merged into config.yaml
+    (Snakemake's default for ``--configfile``), it would keep config.yaml's other models,
+    mining and BUCC pairs, and ``all`` would train, evaluate and mine every one of them."""
+    return ["--configfile", str(path), "--replace-workflow-config"]
+
+
 @pytest.fixture(scope="module")
 def finished_run(mirror_slice, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("run")
     cfg = workdir / "config.yaml"
     cfg.write_text(yaml.safe_dump(tiny_config(mirror_slice)))
-    run_snakemake(["all", "--cores", "2", "--configfile", str(cfg)], workdir)
+    run_snakemake(["all", "--cores", "2", *config_options(cfg)], workdir)
     return workdir
+
+
+def test_only_the_configured_models_ran(finished_run):
+    """The tiny config replaces config.yaml: none of config.yaml's other pairs ran."""
+    assert sorted(path.name for path in (finished_run / "results/models").iterdir()) == [
+        "en",
+        "es-en",
+        "untrained",
+    ]
+    assert sorted(path.name for path in (finished_run / "results/mine").iterdir()) == [
+        "es-en",
+        "work",
+    ]
+    assert [path.name for path in (finished_run / "results/bucc").iterdir()] == ["es-en"]
 
 
 def test_data_stage_outputs_agree(finished_run):
@@ -119,7 +140,7 @@ def test_mismatched_bitext_fails_cleanly(mirror_slice, tmp_path):
 
 def test_html_report_renders(finished_run):
     run_snakemake(
-        ["--report", "results/report.html", "--configfile", str(finished_run / "config.yaml")],
+        ["--report", "results/report.html", *config_options(finished_run / "config.yaml")],
         finished_run,
     )
     html = (finished_run / "results/report.html").read_text()
