@@ -58,13 +58,20 @@ def _kind(corpus_id: str) -> str:
 
 
 def _languages(corpus_id: str, languages: Sequence[str] | None) -> tuple[str, str]:
-    """The two sides of a parallel corpus; by default taken from its folder (``es-en``) or name."""
+    """The two sides of a parallel corpus; by default taken from its folder (``es-en``) or name.
+
+    Languages naming one language twice (an English paraphrase model, ``("en", "en")``) also
+    take the corpus's own pair: such a model reads a bitext corpus as (foreign, English)
+    translation pairs, paraphrase supervision for its English side, where reading the English
+    file twice would pair every sentence with itself.
+    """
     if languages is not None:
         if len(languages) != 2:
             raise ValueError(
                 f"{corpus_id}: a parallel corpus needs two languages, got {languages!r}"
             )
-        return languages[0], languages[1]
+        if languages[0] != languages[1]:
+            return languages[0], languages[1]
     pair = (
         corpus_id.split("/")[1] if corpus_id.startswith("bitext/") else corpus_id.rsplit(".", 1)[-1]
     )

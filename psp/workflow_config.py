@@ -157,6 +157,12 @@ def check_references(config: dict) -> None:
             raise ConfigError(
                 f"models.{name}: a bitext model is named after its languages ({'-'.join(spec['languages'])})"
             )
+        bitext = [ref for ref in spec["corpora"] if ref.startswith("bitext/")]
+        if spec["type"] == "paraphrase" and bitext and spec.get("filters", {}).get("langid", True):
+            raise ConfigError(
+                f"models.{name}.filters.langid: {bitext[0]} gives this paraphrase model pairs with "
+                "a non-English side, which the language filter would remove; set langid: false"
+            )
     for section in ("mining", "bucc"):
         for pair, spec in config.get(section, {}).items():
             model = spec["model"]

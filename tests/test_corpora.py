@@ -31,6 +31,8 @@ def test_bitext_on_the_mirror(shared_data):
     assert (swapped.src, swapped.tgt) == (pairs[0].tgt, pairs[0].src)
     # Languages default to the folder name.
     assert next(iter_pairs(shared_data, "bitext/es-en/wmt-newstest")) == pairs[0]
+    # An English paraphrase model reads it as translation pairs, not English against itself.
+    assert next(iter_pairs(shared_data, "bitext/es-en/wmt-newstest", ("en", "en"))) == pairs[0]
 
 
 def test_tatoeba_and_paraphrase_corpora_on_the_mirror(shared_data):
@@ -38,8 +40,7 @@ def test_tatoeba_and_paraphrase_corpora_on_the_mirror(shared_data):
     assert sum(1 for _ in iter_pairs(shared_data, "paraphrase/parasci/acl-train")) == 28_883
     # 27,778 images, two disjoint caption pairs each.
     assert (
-        sum(1 for _ in iter_pairs(shared_data, "paraphrase/flickr30k-captions/train"))
-        == 2 * 27_778
+        sum(1 for _ in iter_pairs(shared_data, "paraphrase/flickr30k-captions/train")) == 2 * 27_778
     )
     mrpc = shared_data / "paraphrase/mrpc/train.tsv"
     positives = sum(
