@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import gzip
 import importlib.util
-import json
 import logging
 
 import pytest
@@ -59,26 +58,28 @@ def test_mirror_sentences_are_sorted_by_length(sentences):
     assert lengths == sorted(lengths) and lengths[0] < lengths[-1]
 
 
-def test_sts_average_from_metrics_then_csv(tmp_path):
+def test_sts_average_is_table_2s_figure(tmp_path):
     assert sts_average(tmp_path / "absent") is None
-    evaluated = tmp_path / "metrics"
+    evaluated = tmp_path / "model"
     evaluated.mkdir()
-    (evaluated / "metrics.json").write_text(json.dumps({"metrics": {"sts_avg_pearson": 61.25}}))
-    assert sts_average(evaluated) == 61.25
-    table_only = tmp_path / "csv"
-    table_only.mkdir()
-    (table_only / "sts.csv").write_text(
+    (evaluated / "sts.csv").write_text(
         "benchmark,dataset,n_pairs,pearson,spearman\n"
         "STS12,mean,10,20.0000,1.0000\navg,all,10,9.0000,1.0000\navg,mean,10,48.5000,1.0000\n"
     )
-    assert sts_average(table_only) == 48.5
+    assert sts_average(evaluated) == 48.5
+    tatoeba_only = tmp_path / "peer"
+    tatoeba_only.mkdir()
+    (tatoeba_only / "tatoeba.csv").write_text(
+        "language,code,n_pairs,xx2en_error,en2xx_error,mean_error\nes,spa,10,30.0,40.0,35.0\n"
+    )
+    assert sts_average(tatoeba_only) is None
 
 
 def test_measure_speed_on_a_tiny_model(en_model, sentences, tmp_path, caplog):
     eval_root = tmp_path / "eval"
     (eval_root / "en").mkdir(parents=True)
-    (eval_root / "en" / "metrics.json").write_text(
-        json.dumps({"metrics": {"sts_avg_pearson": 33.3}})
+    (eval_root / "en" / "sts.csv").write_text(
+        "benchmark,dataset,n_pairs,pearson,spearman\navg,mean,10,33.3000,30.0000\n"
     )
     encoders = encoder_table([str(en_model)], ["m2v:/no/such/model"], eval_root)
     out = tmp_path / "speed"

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from psp.evaluate.tables import STS_AVG, tidy_eval_dir
 from psp.io import InputError, atomic_open, atomic_path, read_lines
 
 logger = logging.getLogger(__name__)
@@ -208,21 +209,18 @@ def run_worker(spec: str, threads: int, sentences_path: Path) -> dict | None:
 
 def sts_average(eval_dir: str | os.PathLike | None) -> float | None:
     """The STS 2012-16 average (Pearson x 100) of an evaluation directory, or ``None`` when the
-    encoder was not evaluated: ``metrics.json``'s ``sts_avg_pearson``, else the ``avg``/``mean``
-    row of ``sts.csv`` (the files ``psp.evaluate.harness`` writes)."""
-    if eval_dir is None:
+    encoder was not evaluated on STS. Read through the report's tidy reader, so the plot's
+    quality axis is the figure Table 2 prints."""
+    if eval_dir is None or not Path(eval_dir).is_dir():
         return None
-    metrics, table = Path(eval_dir) / "metrics.json", Path(eval_dir) / "sts.csv"
-    if metrics.exists():
-        value = json.loads(metrics.read_text(encoding="utf-8")).get("metrics", {})
-        if value.get("sts_avg_pearson") is not None:
-            return float(value["sts_avg_pearson"])
-    if table.exists():
-        with open(table, encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle):
-                if (row["benchmark"], row["dataset"]) == ("avg", "mean"):
-                    return float(row["pearson"])
-    return None
+    scores = tidy_eval_dir(eval_dir, model=Path(eval_dir).name)
+    found = scores.loc[
+        (scores["benchmark"] == STS_AVG)
+        & (scores["task"] == "mean")
+        & (scores["metric"] == "pearson"),
+        "value",
+    ]
+    return float(found.iloc[0]) if len(found) else None
 
 
 def measure_speed(
