@@ -153,6 +153,16 @@ def _peer_rows(scores: pd.DataFrame) -> pd.DataFrame:
 # ---- Table 1: training data ---------------------------------------------------------------
 
 
+def corpora_cell(corpus_ids: Sequence[str]) -> str:
+    """Corpus ids grouped by folder, for a table cell: ``bitext/es-en/a``, ``bitext/es-en/b``
+    and ``paraphrase/parasci/c`` give ``es-en: a, b; parasci: c``."""
+    groups: dict[str, list[str]] = {}
+    for corpus in corpus_ids:
+        folder, _, name = corpus.rpartition("/")
+        groups.setdefault(folder.split("/")[-1], []).append(name)
+    return "; ".join(f"{folder}: {', '.join(names)}" for folder, names in groups.items()) or MISSING
+
+
 def data_tables(
     data_stats: Sequence[Path],
     spm_stats: Sequence[Path] = (),
@@ -169,7 +179,7 @@ def data_tables(
         rows.append(
             {
                 "model": model,
-                "corpora": ", ".join(corpora.get(model, [])) or MISSING,
+                "corpora": corpora_cell(corpora.get(model, [])),
                 "pairs in": stats["lines_in"],
                 "kept": stats["kept"],
                 "kept %": f"{100 * stats['kept'] / max(stats['lines_in'], 1):.1f}",

@@ -12,7 +12,7 @@ import pytest
 
 from psp.evaluate.tables import MISSING, TIDY_COLUMNS, fmt
 from psp.io import InputError
-from psp.report import ReportInputs, write_report
+from psp.report import ReportInputs, corpora_cell, write_report
 from tests.test_tables import eval_rows, find, md_table, write_eval_dir
 
 LANGUAGES = {"en": ["en", "en"], "es-en": ["es", "en"], "ar-en": ["ar", "en"]}
@@ -154,7 +154,7 @@ def test_table1_counts_filters_and_unknown_characters(run):
     assert (
         "− duplicate" not in data.columns and "No pair was removed by: invalid_utf8, empty" in text
     )
-    assert data.loc["es-en", "corpora"] == "bitext/es-en/corpus"
+    assert data.loc["es-en", "corpora"] == "es-en: corpus"
     spm = md_table(text, "### Table 1b").set_index("language")
     assert (
         spm.loc["es", "unknown chars %"] == "0.010" and spm.loc["en", "unknown chars %"] == "0.002"
@@ -297,3 +297,17 @@ def test_missing_inputs_are_named(run):
         report(run, evals=[*run["inputs"].evals, missing])
     with pytest.raises(ValueError, match="no languages given for model 'es-en'"):
         report(run, languages={"en": ["en", "en"]}, evals=run["inputs"].evals[:2])
+
+
+def test_corpora_cell_groups_ids_by_folder():
+    ids = [
+        "paraphrase/parasci/acl-train",
+        "paraphrase/parasci/arxiv-val",
+        "bitext/es-en/wmt-newstest",
+        "bitext/es-en/un-v1.0-dev-test",
+        "bitext/de-en/wmt-newstest",
+    ]
+    assert corpora_cell(ids) == (
+        "parasci: acl-train, arxiv-val; es-en: wmt-newstest, un-v1.0-dev-test; de-en: wmt-newstest"
+    )
+    assert corpora_cell([]) == "–"
