@@ -20,7 +20,7 @@ import yaml
 from safetensors.numpy import load_file
 
 from .conftest import run_snakemake
-from .test_run import tiny_config
+from .test_run import config_options, tiny_config
 
 pytest.importorskip("snakemake_storage_plugin_fs")
 pytestmark = pytest.mark.skipif(
@@ -48,7 +48,7 @@ def runs(mirror_slice, tmp_path_factory):
     local = tmp_path_factory.mktemp("local")
     (local / "data").symlink_to(mirror_slice)
     (local / "config.yaml").write_text(yaml.safe_dump(config))
-    run_snakemake([*TARGETS, "--cores", "2", "--configfile", str(local / "config.yaml")], local)
+    run_snakemake([*TARGETS, "--cores", "2", *config_options(local / "config.yaml")], local)
 
     storage = tmp_path_factory.mktemp("storage")
     shutil.copytree(mirror_slice, storage / "data")
@@ -56,7 +56,7 @@ def runs(mirror_slice, tmp_path_factory):
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     storage_options = ["--default-storage-provider", "fs", "--default-storage-prefix", str(storage)]
     run_snakemake(
-        [*TARGETS, "--cores", "2", "--configfile", str(work / "config.yaml"), *storage_options],
+        [*TARGETS, "--cores", "2", *config_options(work / "config.yaml"), *storage_options],
         work,
     )
     return local / "results", storage / "results", work
