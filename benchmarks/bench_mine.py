@@ -81,8 +81,9 @@ def case_matmul(d: Path, k: int) -> dict:
 
 
 def case_block(d: Path, k: int, block_size: int) -> dict:
-    from psp.mine.knn import knn_shard_pair, read_direction
+    from psp.mine.knn import knn_shard_pair
     from psp.mine.plan import write_sharded_text
+    from psp.mine.reduce import read_direction
 
     n = len(np.load(d / "src.npy", mmap_mode="r"))
     plan = write_sharded_text((str(i) for i in range(n)), n, 1, d / "t.txt.gz", d / "t.json")

@@ -205,9 +205,9 @@ def job_knn_shard_pair(out: Path, args, qshard: int, dshard: int, nprobe: int, i
 
 def job_score_mined(out: Path, args, n_shards: int, nprobe: int):
     from psp.mine.config import MineConfig
-    from psp.mine.knn import reduce_parts
     from psp.mine.output import write_mined
     from psp.mine.plan import load_plan
+    from psp.mine.reduce import reduce_parts
 
     cfg = MineConfig(k=args.k, threshold=args.threshold)
     src_plan, tgt_plan = load_plan(out / "src.plan.json"), load_plan(out / "tgt.plan.json")

@@ -472,3 +472,13 @@ def test_bucc_on_real_data_with_trigram_model(shared_data, tmp_path):
     # surface trigrams find the es-en pairs sharing names and numbers, far above chance (~0)
     assert results["test"]["f1"] > 0.2
     assert (tmp_path / "pr_curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_merging_and_scoring_need_no_torch():
+    """``score_mined`` jobs (one per mined pair) merge and score with numpy and Faiss: they do
+    not pay torch's start-up, which only the exact kNN search needs."""
+    from tests.test_cli import imported_modules
+
+    code = "from psp.mine import MineConfig, load_plan, reduce_parts, write_mined"
+    assert "torch" not in imported_modules(code)
+    assert "torch" in imported_modules("from psp.mine import knn_shard_pair")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from psp.mine.config import Margin, Retrieval
-from psp.mine.knn import KNN
+from psp.mine.index import KNN
 
 
 def knn_means(knn: KNN, k: int) -> np.ndarray:

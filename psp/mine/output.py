@@ -16,7 +16,7 @@ import numpy as np
 
 from psp.io import InputError, atomic_open, atomic_path, iter_lines
 from psp.mine.config import MineConfig
-from psp.mine.knn import KNN
+from psp.mine.index import KNN
 from psp.mine.margin import score_pairs
 
 log = logging.getLogger(__name__)

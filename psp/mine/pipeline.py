@@ -20,11 +20,12 @@ from pathlib import Path
 
 from psp.io import InputError, atomic_open
 from psp.mine.config import MineConfig
-from psp.mine.index import fill_index, indexed_shard, train_index, uses_ivf
-from psp.mine.knn import KNN, knn_shard_pair, reduce_parts
+from psp.mine.index import KNN, fill_index, indexed_shard, train_index, uses_ivf
+from psp.mine.knn import knn_shard_pair
 from psp.mine.margin import score_pairs
 from psp.mine.output import write_mined
 from psp.mine.plan import ShardPlan, load_plan, shard_text_file
+from psp.mine.reduce import reduce_parts
 from psp.mine.shards import embed_shard
 from psp.mine.workdir import claimed, fingerprint
 from psp.model import CONFIG_NAME, SPM_NAME, WEIGHTS_NAME
