@@ -161,6 +161,38 @@ def test_incompatible_checkpoint_is_discarded(tiny, tmp_path):
     assert not (tmp_path / "w" / "checkpoints").exists()
 
 
+@pytest.mark.parametrize("change", [{"lr": 5e-4}, {"margin": 0.3}, {"dropout": 0.1}])
+def test_a_finished_run_of_other_hyperparameters_is_trained_again(tiny, tmp_path, change):
+    """A workflow reruns training when its params change. Resuming the finished checkpoint
+    would export the old parameters under the new config's provenance."""
+    cfg = tiny_config(epochs=2)
+    first = weights(train(cfg, tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w"))
+    changed = dataclasses.replace(cfg, **change)
+    assert not has_checkpoint(tmp_path / "w", changed, tiny["h5"])
+    again = weights(train(changed, tiny["h5"], tiny["spm"], tmp_path / "m2", tmp_path / "w"))
+    assert not torch.equal(again, first)
+
+
+def test_a_checkpoint_past_the_epochs_asked_is_discarded_and_one_short_of_them_resumed(
+    tiny, tmp_path
+):
+    train(tiny_config(epochs=2), tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w")
+    assert has_checkpoint(tmp_path / "w", tiny_config(epochs=3), tiny["h5"])  # trains one more
+    assert not has_checkpoint(tmp_path / "w", tiny_config(epochs=1), tiny["h5"])
+    assert not (tmp_path / "w" / "checkpoints").exists()
+
+
+def test_more_epochs_continue_a_finished_run_to_the_parameters_of_one_straight_run(tiny, tmp_path):
+    straight = weights(
+        train(tiny_config(epochs=3), tiny["h5"], tiny["spm"], tmp_path / "a", tmp_path / "wa")
+    )
+    train(tiny_config(epochs=2), tiny["h5"], tiny["spm"], tmp_path / "b", tmp_path / "wb")
+    extended = train(
+        tiny_config(epochs=3), tiny["h5"], tiny["spm"], tmp_path / "b", tmp_path / "wb", resume=True
+    )
+    assert torch.equal(weights(extended), straight)
+
+
 def run(tiny, tmp_path: Path, cfg: TrainConfig, **options) -> Path:
     """``train`` on the tiny data into ``tmp_path/m`` (model) and ``tmp_path/w`` (work)."""
     return train(cfg, tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w", **options)

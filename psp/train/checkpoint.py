@@ -108,6 +108,12 @@ def check_resume(cfg: TrainConfig, meta: dict, fixed: dict, where: Path) -> None
             raise InputError(
                 f"{where}: cannot resume, {name}={then!r} in the checkpoint but {now!r} now"
             )
+    state = meta["state"]
+    trained = state.get("epoch", 0) + (state.get("pos", 0) > 0)  # epochs begun
+    if trained > cfg.epochs:
+        raise InputError(
+            f"{where}: cannot resume, the checkpoint has begun {trained} epochs but epochs={cfg.epochs} now"
+        )
 
 
 def has_checkpoint(

@@ -136,8 +136,23 @@ class TrainConfig:
         nullable=True,
     )
 
-    # Must match on resume: they fix the parameter shapes or the data order.
-    RESUME_FIXED = ("dim", "batch_size", "megabatch_size", "anneal", "seed", "max_pieces", "sparse")
+    # Must match on resume: they fix the parameter shapes, the data order or the objective and
+    # updates the checkpoint's parameters were trained with. A finished run is resumed too (a
+    # rerun re-exports it, or trains on when epochs grew), so a key missing here would let a
+    # rerun with a new value export the old parameters under the new config.
+    RESUME_FIXED = (
+        "dim",
+        "batch_size",
+        "margin",
+        "megabatch_size",
+        "anneal",
+        "lr",
+        "dropout",
+        "grad_clip",
+        "max_pieces",
+        "seed",
+        "sparse",
+    )
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
