@@ -290,10 +290,12 @@ class PSPModel(nn.Module):
             "cpu", torch.float16 if float16 else torch.float32
         )
         with atomic_path(directory / WEIGHTS_NAME) as tmp:
+            # One metadata key: safetensors writes several in a random order (safetensors issue
+            # #584), and the same parameters must give the same bytes, so checksums compare runs.
             save_file(
                 {WEIGHT_KEY: weight.contiguous()},
                 str(tmp),
-                metadata={"format": "pt", "psp_format_version": str(FORMAT_VERSION)},
+                metadata={"psp_format_version": str(FORMAT_VERSION)},
             )
         with atomic_path(directory / SPM_NAME) as tmp:
             tmp.write_bytes(self.encoder.model_bytes)

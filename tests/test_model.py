@@ -133,6 +133,14 @@ def test_save_load_float32_exact(model, saved, news):
     np.testing.assert_array_equal(loaded.embed(news[:30]), model.embed(news[:30]))
 
 
+def test_the_same_parameters_save_to_the_same_bytes(model, tmp_path):
+    """Two runs that train the same parameters must write files with one checksum."""
+    for k in range(8):
+        model.save(tmp_path / str(k))
+    for name in ("embeddings.safetensors", "config.json", "sentencepiece.model"):
+        assert len({(tmp_path / str(k) / name).read_bytes() for k in range(8)}) == 1, name
+
+
 def test_save_load_float16_close(model, news, tmp_path):
     model.save(tmp_path / "half", float16=True)
     loaded = load(tmp_path / "half")
