@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from psp.evaluate.tables import STS_AVG, tidy_eval_dir
+from psp.evaluate.results import STS_AVG, tidy_eval_dir
 from psp.io import InputError, atomic_open, atomic_path, read_lines
 
 logger = logging.getLogger(__name__)
