@@ -20,10 +20,10 @@ from pathlib import Path
 from psp.evaluate.base import EmbedderOrMap, Evaluator, embedder_for
 from psp.evaluate.results import TABLES, write_rows
 from psp.evaluate.score_tables import combine_tables
-from psp.evaluate.speed import TimedEmbedder
 from psp.evaluate.sts import StsbEvaluator, StsEvaluator
 from psp.evaluate.sts17 import STS17_TRACKS, Sts17Evaluator
 from psp.evaluate.tatoeba import TATOEBA_LANGUAGES, TatoebaEvaluator
+from psp.evaluate.timing import TimedEmbedder
 from psp.io import atomic_open
 
 logger = logging.getLogger(__name__)

@@ -120,3 +120,18 @@ def read_metrics(path: str | os.PathLike) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise InputError(f"{path}: {err}") from None
+
+
+def sts_average(eval_dir: str | os.PathLike | None) -> float | None:
+    """The STS 2012-16 average (Pearson x 100) of an evaluation directory, the figure Table 2
+    prints; ``None`` when the embedder was not evaluated on STS."""
+    if eval_dir is None or not Path(eval_dir).is_dir():
+        return None
+    scores = tidy_eval_dir(eval_dir, model=Path(eval_dir).name)
+    found = scores.loc[
+        (scores["benchmark"] == STS_AVG)
+        & (scores["task"] == "mean")
+        & (scores["metric"] == "pearson"),
+        "value",
+    ]
+    return float(found.iloc[0]) if len(found) else None
