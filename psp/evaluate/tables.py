@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -33,6 +33,7 @@ class Table:
 
     title: str
     frame: pd.DataFrame
+    _: KW_ONLY
     labels: int = 1
     notes: Sequence[str] = ()
     figures: Sequence[tuple[str, Path]] = field(default_factory=list)

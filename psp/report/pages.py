@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -47,6 +47,7 @@ class ReportInputs:
 
     evals: Sequence[Path]
     languages: Mapping[str, Sequence[str]]
+    _: KW_ONLY
     floors: Sequence[Path] = ()
     peers: Sequence[Path] = ()
     train_logs: Sequence[Path] = ()
