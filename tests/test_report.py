@@ -14,6 +14,7 @@ from psp.evaluate.results import TIDY_COLUMNS
 from psp.evaluate.tables import MISSING, fmt
 from psp.io import InputError
 from psp.report import ReportInputs, write_report
+from psp.report.pages import PAGE_INTRO
 from psp.report.run_tables import corpora_cell
 from tests.test_tables import eval_rows, find, md_table, write_eval_dir
 
@@ -286,7 +287,7 @@ def test_results_page_and_tidy_results(run):
     assert "### Table 2, per dataset" in page and "## Training" not in page
     # The report's evaluation section is the page's tables with their figures.
     evaluation = text.split("## Evaluation\n", 1)[1].split("## Training\n", 1)[0]
-    tables = page.split("`results/tables/results.csv` holds every score.\n\n", 1)[1]
+    tables = page.split(f"{PAGE_INTRO}\n\n", 1)[1]
     assert "![" not in page
     assert [line for line in evaluation.splitlines() if line and not line.startswith("![")] == [
         line for line in tables.splitlines() if line

@@ -29,10 +29,11 @@ FLOOR_NOTE = (
     "must clear. `–` marks a task the run has no result for."
 )
 PAGE_INTRO = (
-    "Every table of the run, written by the workflow's `report` rule to `results/results.md` "
-    "from the run's outputs; `results/report.md` shows the same tables with the learning curves, "
-    "score histograms, precision-recall curves and mined samples, and "
-    "`results/tables/results.csv` holds every score."
+    "Every table of a run, written by the workflow's `report` rule to `results/results.md` from "
+    "the run's outputs (`docs/results.md` is that page from the default run, `make run`); "
+    "`results/report.md` shows the same tables with the learning curves, score histograms, "
+    "precision-recall curves and mined samples, and `results/tables/results.csv` holds every "
+    "score."
 )
 
 
