@@ -145,7 +145,14 @@ def main() -> None:
         library_rate = run(model, news * args.repeat, args)
         model_dir = model.save(Path(tmp) / "model")
         del model
-        whole_process(model_dir, news, args.lines, library_rate, Path(tmp), args.process_repeats)
+        whole_process(
+            model_dir,
+            news,
+            sizes=args.lines,
+            library_rate=library_rate,
+            tmp=Path(tmp),
+            repeats=args.process_repeats,
+        )
 
 
 def run(model: PSPModel, sentences: list[str], args: argparse.Namespace) -> float:
@@ -189,7 +196,9 @@ def run(model: PSPModel, sentences: list[str], args: argparse.Namespace) -> floa
     return library_rate
 
 
-def previous_command(command: str, model_dir: str, input_path: str, output: str, batch_size: int):
+def previous_command(
+    command: str, model_dir: str, input_path: str, output: str, *, batch_size: int
+):
     """``psp embed`` / ``psp score`` before they dropped torch, with ``--threads 1``: the model
     loaded by ``psp.load`` and pooled by torch, the input read a line at a time."""
     import torch
@@ -240,6 +249,7 @@ def run_process(cmd: list[str], tmp: Path) -> tuple[float, float, float]:
 def whole_process(
     model_dir: Path,
     news: list[str],
+    *,
     sizes: list[int],
     library_rate: float,
     tmp: Path,
