@@ -7,8 +7,10 @@ Python dict lookup per piece (unknown pieces dropped, an empty sentence → the 
 to the longest sentence, a padded ``nn.Embedding`` lookup and a length-masked mean. Both produce the
 same vectors (checked below); the ratio is what batching + ``embedding_bag`` buys.
 
-Single-thread rates are reported as wall-clock and as process CPU time: on a machine shared with
-other jobs the CPU-time rate is the better estimate of what one dedicated core does.
+Single-thread rates are reported as wall-clock and as process CPU time, timed by
+:func:`psp.evaluate.timing.timed` like every speed figure of the project (the evaluation harness,
+Table 5): on a machine shared with other jobs the CPU-time rate is the better estimate of what
+one dedicated core does.
 
 As whole processes (start-up, model load, reading, writing the ``.npy`` included), on the same
 model saved to disk and newstest-en repeated to each size, with ``--threads 1``: ``psp embed``
@@ -33,13 +35,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from unittest import mock
 
 import numpy as np
 import torch
 
+from psp.evaluate.timing import timed
 from psp.io import atomic_open, iter_lines
 from psp.model import PSPModel
 from psp.spm import train_spm
@@ -76,13 +78,6 @@ def english_training_text(limit: int) -> list[str]:
     for path in sorted(DATA.glob("bitext/*-en/*.en.gz")):
         lines.extend(read_gz(path))
     return lines[:limit]
-
-
-def timed(fn):
-    """Run ``fn``; return its result, wall seconds and process CPU seconds (user + system)."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = fn()
-    return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def original_embed(model: PSPModel, sentences: list[str], batch_size: int = 32) -> np.ndarray:
@@ -150,7 +145,14 @@ def main() -> None:
         library_rate = run(model, news * args.repeat, args)
         model_dir = model.save(Path(tmp) / "model")
         del model
-        whole_process(model_dir, news, args.lines, library_rate, Path(tmp), args.process_repeats)
+        whole_process(
+            model_dir,
+            news,
+            sizes=args.lines,
+            library_rate=library_rate,
+            tmp=Path(tmp),
+            repeats=args.process_repeats,
+        )
 
 
 def run(model: PSPModel, sentences: list[str], args: argparse.Namespace) -> float:
@@ -194,7 +196,9 @@ def run(model: PSPModel, sentences: list[str], args: argparse.Namespace) -> floa
     return library_rate
 
 
-def previous_command(command: str, model_dir: str, input_path: str, output: str, batch_size: int):
+def previous_command(
+    command: str, model_dir: str, input_path: str, output: str, *, batch_size: int
+):
     """``psp embed`` / ``psp score`` before they dropped torch, with ``--threads 1``: the model
     loaded by ``psp.load`` and pooled by torch, the input read a line at a time."""
     import torch
@@ -245,6 +249,7 @@ def run_process(cmd: list[str], tmp: Path) -> tuple[float, float, float]:
 def whole_process(
     model_dir: Path,
     news: list[str],
+    *,
     sizes: list[int],
     library_rate: float,
     tmp: Path,

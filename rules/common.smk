@@ -7,7 +7,7 @@ from snakemake.utils import validate
 
 from psp import workflow_config as wc
 from psp.evaluate.peers import spec_label
-from psp.evaluate.tables import TABLES as EVAL_TABLES
+from psp.evaluate.results import TABLES as EVAL_TABLES
 from psp.sources import SOURCES
 
 validate(config, schema="../configs/config.schema.yaml", set_default=True)

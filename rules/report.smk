@@ -1,5 +1,6 @@
 # The paper's tables for all models beside their untrained floors and the peers, with training
-# curves and mining; the README's results section and every score as one tidy CSV.
+# curves and mining; the same tables as the results page (docs/results.md is its copy from the
+# last full run) and every score as one tidy CSV.
 
 
 rule report:
@@ -7,7 +8,7 @@ rule report:
         **get_report_inputs(),
     output:
         report="results/report.md",
-        readme="results/readme_results.md",
+        page="results/results.md",
         results="results/tables/results.csv",
     log:
         "results/logs/report/report.log",

@@ -262,6 +262,7 @@ def imported_modules(code: str) -> set[str]:
         "from psp.cli import main; main(['--help'])",
         "from psp.cli import main; main(['embed', '--model'])",
         "from psp.cli import main; main(['score', '--help'])",
+        "from psp.cli import main; main(['speed', '--help'])",
     ],
 )
 def test_cli_starts_without_heavy_imports(code):

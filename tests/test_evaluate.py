@@ -25,7 +25,7 @@ from psp.evaluate import (
 )
 from psp.evaluate.peers import PeerUnavailable
 from psp.evaluate.readers import read_aligned, read_scored_pairs
-from psp.evaluate.tables import read_table
+from psp.evaluate.results import read_table
 from psp.evaluate.tatoeba import retrieval_errors
 from psp.io import InputError
 

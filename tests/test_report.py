@@ -10,9 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from psp.evaluate.tables import MISSING, TIDY_COLUMNS, fmt
+from psp.evaluate.results import TIDY_COLUMNS
+from psp.evaluate.tables import MISSING, fmt
 from psp.io import InputError
-from psp.report import ReportInputs, corpora_cell, write_report
+from psp.report import ReportInputs, write_report
+from psp.report.pages import PAGE_INTRO
+from psp.report.run_tables import corpora_cell
 from tests.test_tables import eval_rows, find, md_table, write_eval_dir
 
 LANGUAGES = {"en": ["en", "en"], "es-en": ["es", "en"], "ar-en": ["ar", "en"]}
@@ -137,7 +140,10 @@ def report(run, **changes) -> tuple[str, Path]:
     for key, value in changes.items():
         setattr(inputs, key, value)
     write_report(
-        results / "report.md", inputs, results / "readme_results.md", results / "tables/results.csv"
+        results / "report.md",
+        inputs,
+        page_path=results / "results.md",
+        results_path=results / "tables/results.csv",
     )
     return (results / "report.md").read_text(), results
 
@@ -272,15 +278,20 @@ def test_mining_sections_and_speed_hook(run, tmp_path):
         report(run)
 
 
-def test_readme_section_and_tidy_results(run):
+def test_results_page_and_tidy_results(run):
     text, results = report(run)
-    readme = (results / "readme_results.md").read_text()
-    assert readme.startswith("## Results\n")
-    for title in ("### Table 1", "### Table 2", "### Table 3", "### Table 4", "### Mining quality"):
-        assert title in readme
-    assert "![" not in readme and md_table(readme, "### Table 3").equals(
-        md_table(text, "## Table 3")
-    )
+    page = (results / "results.md").read_text()
+    assert page.startswith("# Results\n")
+    for title in ("## Table 1", "## Table 2", "## Table 3", "## Table 4", "## Mining quality"):
+        assert title in page
+    assert "### Table 2, per dataset" in page and "## Training" not in page
+    # The report's evaluation section is the page's tables with their figures.
+    evaluation = text.split("## Evaluation\n", 1)[1].split("## Training\n", 1)[0]
+    tables = page.split(f"{PAGE_INTRO}\n\n", 1)[1]
+    assert "![" not in page
+    assert [line for line in evaluation.splitlines() if line and not line.startswith("![")] == [
+        line for line in tables.splitlines() if line
+    ]
     tidy = pd.read_csv(results / "tables/results.csv", keep_default_na=False)
     assert tuple(tidy.columns) == TIDY_COLUMNS
     assert set(tidy["kind"]) == {"trained", "floor", "peer"}

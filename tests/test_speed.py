@@ -1,4 +1,5 @@
-"""Table 5 speed measurement: real subprocess workers on a tiny real model and installed peers."""
+"""Table 5 speed measurement: real subprocess workers on a tiny real model and installed peers,
+through the library, the workflow's functions and ``psp speed``."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ import logging
 
 import pytest
 
+from psp.cli import main
+from psp.evaluate.results import sts_average
 from psp.evaluate.speed import (
     COLUMNS,
     NEWS_FILES,
     encoder_table,
     measure_speed,
-    run_worker,
     speed_sentences,
-    sts_average,
+    write_csv,
 )
+from psp.evaluate.worker import run_worker
+from psp.report.figures import plot_speed_quality
 
 N = 1500
 
@@ -83,8 +87,8 @@ def test_measure_speed_on_a_tiny_model(en_model, sentences, tmp_path, caplog):
     )
     encoders = encoder_table([str(en_model)], ["m2v:/no/such/model"], eval_root)
     out = tmp_path / "speed"
-    with caplog.at_level(logging.WARNING, logger="psp.evaluate.speed"):
-        rows = measure_speed(encoders, sentences, 2, out / "speed.csv", out / "speed_quality.png")
+    with caplog.at_level(logging.WARNING, logger="psp.evaluate.worker"):
+        rows = measure_speed(encoders, sentences, 2, out / "speed.csv")
 
     table = read_csv(out / "speed.csv")
     assert tuple(table[0]) == COLUMNS
@@ -102,7 +106,6 @@ def test_measure_speed_on_a_tiny_model(en_model, sentences, tmp_path, caplog):
         assert float(row["sts_avg"]) == 33.3
     assert len(rows) == 2
     assert "skipping m2v:/no/such/model" in caplog.text
-    assert (out / "speed_quality.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_worker_is_pinned_to_its_threads(en_model, sentences, tmp_path):
@@ -144,8 +147,6 @@ def test_sentence_transformers_peers(sentences, tmp_path):
 
 def test_plot_from_csv_rows_with_an_unscored_encoder(tmp_path):
     """The plot redraws from the CSV's strings; an encoder without STS goes on its own strip."""
-    from psp.evaluate.speed import plot_speed_quality, write_csv
-
     rows = [
         dict(zip(COLUMNS, ("en", "psp", 1, 10, 5000.0, 0.1, 0.2, 300.0, 50.0), strict=True)),
         dict(zip(COLUMNS, ("m2v-x", "peer", 2, 10, 900.0, 0.1, 0.2, 120.0, ""), strict=True)),
@@ -153,3 +154,20 @@ def test_plot_from_csv_rows_with_an_unscored_encoder(tmp_path):
     write_csv(tmp_path / "speed.csv", rows)
     plot_speed_quality(read_csv(tmp_path / "speed.csv"), tmp_path / "plot.png")
     assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_psp_speed_command(en_model, shared_data, tmp_path, capsys):
+    """``psp speed`` measures each model in its worker, writes the CSV and the plot, prints the
+    rows; a command with nothing to measure or no mirror stops before any work."""
+    out = tmp_path / "speed"
+    args = ["speed", "--data", str(shared_data), "--model", str(en_model), "--sentences", "400"]
+    assert main([*args, "--threads", "1", "--out", str(out), "--eval-root", str(tmp_path)]) == 0
+    (row,) = read_csv(out / "speed.csv")
+    assert (row["encoder"], row["threads"], row["sentences"]) == ("en", "1", "400")
+    assert row["sts_avg"] == "" and float(row["sentences_per_s"]) > 0
+    assert (out / "speed_quality.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert capsys.readouterr().out.startswith("en,psp,1,400,")
+    with pytest.raises(SystemExit, match="nothing to measure"):
+        main(["speed", "--data", str(shared_data)])
+    with pytest.raises(SystemExit, match="no such directory"):
+        main(["speed", "--data", str(tmp_path / "none"), "--model", str(en_model)])

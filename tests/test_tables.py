@@ -1,4 +1,5 @@
-"""Evaluation result files, their tidy form and one embedder's tables.md, on hand-written dirs."""
+"""Evaluation result files, their tidy form and the tables.md of one embedder or several side by
+side, on hand-written dirs."""
 
 from __future__ import annotations
 
@@ -11,15 +12,9 @@ import pandas as pd
 import pytest
 
 from psp.evaluate import Sts17Evaluator, StsEvaluator, TatoebaEvaluator, combine_tables
-from psp.evaluate.tables import (
-    FLOOR_LABEL,
-    MISSING,
-    TIDY_COLUMNS,
-    fmt,
-    read_table,
-    tidy_eval_dir,
-    write_rows,
-)
+from psp.evaluate.results import TIDY_COLUMNS, read_table, tidy_eval_dir, write_rows
+from psp.evaluate.score_tables import FLOOR_LABEL
+from psp.evaluate.tables import MISSING, fmt
 from psp.io import InputError
 
 YEARS = ("STS12", "STS13")
@@ -121,13 +116,16 @@ def test_combine_tables_side_by_side_with_floor(tmp_path):
 
     by_year = md_table(text, "## Table 2").set_index("model")
     assert list(by_year.index) == ["small", "big", FLOOR_LABEL]
-    assert list(by_year.columns) == [*YEARS, "Avg"]
+    assert list(by_year.columns) == [*YEARS, "Avg", "STS-B test"]
+    assert by_year.loc["big", "STS-B test"] == fmt(
+        find(big["sts"], benchmark="STSB", dataset="test")["pearson"]
+    )
     for name, rows in (("small", small), ("big", big)):
         for year in YEARS:
             assert by_year.loc[name, year] == fmt(
                 find(rows["sts"], benchmark=year, dataset="mean")["pearson"]
             )
-    per_dataset = md_table(text, "Per dataset").set_index(["year", "dataset"])
+    per_dataset = md_table(text, "### Table 2, per dataset").set_index(["year", "dataset"])
     assert set(per_dataset.index) == {
         (y, d) for y, i in zip(YEARS, "01") for d in (f"news{i}", "NA")
     }
@@ -137,13 +135,16 @@ def test_combine_tables_side_by_side_with_floor(tmp_path):
     )
 
     sts17 = md_table(text, "## Table 3: SemEval-2017 STS (Pearson").set_index("model")
-    assert list(sts17.columns) == ["en-en", "es-en"]
+    assert list(sts17.columns) == ["es-en", "en-en"]  # the paper's order
     assert sts17.loc["big", "es-en"] == MISSING  # big was not evaluated on es-en
     assert sts17.loc["small", "es-en"] == fmt(small["sts17"][1]["pearson"])
+    spearman = md_table(text, "### Table 3, Spearman").set_index("model")
+    assert spearman.loc["small", "en-en"] == fmt(small["sts17"][0]["spearman"])
 
-    tatoeba = md_table(text, "## Table 4").set_index("language")
-    assert tatoeba.loc["es (spa)", "big en→xx"] == fmt(big["tatoeba"][0]["en2xx_error"])
-    assert tatoeba.loc["es (spa)", f"{FLOOR_LABEL} mean"] == fmt(floor["tatoeba"][0]["mean_error"])
+    tatoeba = md_table(text, "## Table 4").set_index(["language", "model"])
+    assert list(tatoeba.columns) == ["xx→en", "en→xx", "mean"]
+    assert tatoeba.loc[("es (spa)", "big"), "en→xx"] == fmt(big["tatoeba"][0]["en2xx_error"])
+    assert tatoeba.loc[("es (spa)", FLOOR_LABEL), "mean"] == fmt(floor["tatoeba"][0]["mean_error"])
     assert "Embedding speed" not in text  # no metrics.json has a speed
 
 
@@ -151,6 +152,7 @@ def test_one_model_tables_use_plain_labels(tmp_path):
     rows = eval_rows(30.0, codes=["spa", "fra"])
     text = combine_tables({"tri": write_eval_dir(tmp_path / "tri", rows)})
     tatoeba = md_table(text, "## Table 4")
-    assert list(tatoeba.columns) == ["language", "xx→en", "en→xx", "mean"]
+    assert list(tatoeba.columns) == ["language", "model", "xx→en", "en→xx", "mean"]
     assert tatoeba["language"].tolist() == ["es (spa)", "fr (fra)"]
+    assert set(tatoeba["model"]) == {"tri"} and "(" not in tatoeba["mean"].iloc[0]
     assert "Table 3" not in text  # no STS17 rows

@@ -5,7 +5,7 @@ from pathlib import Path
 from psp import workflow_config as wc
 from psp.evaluate import Sts17Evaluator, StsEvaluator, TatoebaEvaluator, evaluate_embedder
 from psp.evaluate.peers import load_embedder
-from psp.evaluate.tables import write_rows
+from psp.evaluate.results import write_rows
 from psp.workflow_runtime import setup
 
 
@@ -33,7 +33,7 @@ evaluate_embedder(
     tatoeba_langs=plan["tatoeba"],
 )
 # Every table is an output: one the plan leaves out gets its header and no rows, which
-# psp.evaluate.tables reads like an absent table.
+# psp.evaluate.results reads like an absent table.
 for evaluator in (StsEvaluator, Sts17Evaluator, TatoebaEvaluator):
     table = Path(getattr(snakemake.output, evaluator.table))
     if not table.exists():

@@ -1,4 +1,4 @@
-"""Rule report: results/report.md, readme_results.md and tables/results.csv from every other rule's outputs."""
+"""Rule report: results/report.md, results.md and tables/results.csv from every other rule's outputs."""
 
 from psp.report import ReportInputs, write_report
 from psp.workflow_runtime import setup
@@ -21,6 +21,6 @@ write_report(
         speed=inputs.speed,
         speed_plot=inputs.speed_plot,
     ),
-    readme_path=snakemake.output.readme,
+    page_path=snakemake.output.page,
     results_path=snakemake.output.results,
 )

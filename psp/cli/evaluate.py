@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
     from psp.evaluate.harness import evaluate_embedder
     from psp.evaluate.peers import PeerUnavailable, load_embedder
-    from psp.evaluate.tables import combine_tables
+    from psp.evaluate.score_tables import combine_tables
     from psp.io import atomic_open
 
     if args.threads:

@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from psp.evaluate.base import EmbedderOrMap, Evaluator, embedder_for
-from psp.evaluate.speed import TimedEmbedder
+from psp.evaluate.results import TABLES, write_rows
+from psp.evaluate.score_tables import combine_tables
 from psp.evaluate.sts import StsbEvaluator, StsEvaluator
 from psp.evaluate.sts17 import STS17_TRACKS, Sts17Evaluator
-from psp.evaluate.tables import TABLES, combine_tables, write_rows
 from psp.evaluate.tatoeba import TATOEBA_LANGUAGES, TatoebaEvaluator
+from psp.evaluate.timing import TimedEmbedder
 from psp.io import atomic_open
 
 logger = logging.getLogger(__name__)

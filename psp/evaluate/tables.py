@@ -1,117 +1,70 @@
-"""Result files of an evaluation directory as tidy pandas frames, and the Markdown built from them.
+"""The one table renderer: every Markdown table of the project, built from tidy frames.
 
-An evaluation directory holds ``sts.csv``, ``sts17.csv``, ``tatoeba.csv`` (the evaluators'
-rows, written by :func:`write_rows`) and ``metrics.json``. :func:`tidy_eval_dir` turns the CSVs
-into one long frame with one row per model x benchmark x task x metric (:data:`TIDY_COLUMNS`).
-Every table, one model's ``tables.md`` here as well as the run's report (:mod:`psp.report`), is
-a pivot of such frames, so the two cannot disagree. The helpers that format and render pivots
-live here for the same reason.
+An evaluation's ``tables.md`` (:mod:`psp.evaluate.score_tables`), the run's report and its
+results page (:mod:`psp.report`) all build :class:`Table` objects from the helpers here (cell
+text by :func:`fmt` and :func:`cells`, layout by :func:`pivot`) and write them with
+:func:`render`, so a table looks the same wherever it appears. Paths in a page are relative to
+the page's folder, so it renders wherever ``results/`` is copied.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from psp.evaluate.base import Row
-from psp.evaluate.tatoeba import tatoeba_code
-from psp.io import InputError, atomic_open
-
-TABLES = ("sts", "sts17", "tatoeba")
-TIDY_COLUMNS = ("model", "kind", "benchmark", "task", "metric", "value")
-FLOOR_LABEL = "floor (untrained, random pieces)"
-#: The score columns of the evaluators' rows; everything else in a row names what was scored.
-SCORE_COLUMNS = ("pearson", "spearman", "xx2en_error", "en2xx_error", "mean_error")
 #: A cell the results do not fill (a model not evaluated on that task), so no cell is blank.
 MISSING = "–"
-STS_AVG = "STS avg"
-#: The ``benchmark`` of an STS 2012-16 year's rows (``STS17`` is SemEval-2017, another table).
-STS_YEAR = r"STS1[2-6]$"
-TATOEBA_METRICS = {"xx2en_error": "xx→en", "en2xx_error": "en→xx", "mean_error": "mean"}
+#: The label of a row of each ``kind`` in tables with one row per embedder.
+ROW_LABELS = {"trained": "{}", "floor": "untrained {} (floor)", "peer": "peer {}"}
 
 
-def write_rows(path: str | os.PathLike, columns: Sequence[str], rows: Sequence[Row]) -> None:
-    """Write evaluator rows as CSV, atomically; correlations and error rates to 4 decimals."""
-    frame = pd.DataFrame(list(rows), columns=list(columns))
-    with atomic_open(path, "wt") as handle:
-        frame.to_csv(handle, index=False, float_format="%.4f", na_rep="nan", lineterminator="\n")
+@dataclass
+class Table:
+    """One table: a heading, the frame (text cells), its label columns, notes and figures.
 
-
-def read_table(path: str | os.PathLike) -> pd.DataFrame:
-    """A CSV written by :func:`write_rows`; names stay text (a dataset called ``NA`` is not
-    missing), scores are floats (``nan`` where a correlation was undefined)."""
-    try:
-        frame = pd.read_csv(
-            path, keep_default_na=False, na_values={c: ["nan"] for c in SCORE_COLUMNS}
-        )
-        for column in SCORE_COLUMNS:
-            if column in frame.columns:
-                frame[column] = pd.to_numeric(frame[column])
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: empty result file") from None
-    except (pd.errors.ParserError, ValueError) as err:
-        raise InputError(f"{path}: {err}") from None
-    return frame
-
-
-def _keys(table: str, frame: pd.DataFrame) -> pd.DataFrame:
-    """``benchmark`` and ``task`` of each row of one of :data:`TABLES`."""
-    if table == "sts":
-        return pd.DataFrame(
-            {"benchmark": frame["benchmark"].replace({"avg": STS_AVG}), "task": frame["dataset"]}
-        )
-    if table == "sts17":
-        return pd.DataFrame({"benchmark": "STS17", "task": frame["track"]})
-    return pd.DataFrame({"benchmark": "Tatoeba", "task": frame["code"]})
-
-
-def tidy_eval_dir(path: str | os.PathLike, model: str, kind: str = "trained") -> pd.DataFrame:
-    """The scores of an evaluation directory, one row per benchmark x task x metric.
-
-    ``benchmark`` is ``STS12`` ... ``STS16``, ``STS avg`` (the mean over the years), ``STSB``,
-    ``STS17`` or ``Tatoeba``; ``task`` is the dataset (or ``mean`` / ``all`` per STS year, the
-    split for STSB), the STS17 track or the Tatoeba code (``avg`` for the evaluators' averages).
-    A table the directory lacks contributes no rows (a model evaluated on a subset).
+    ``figures`` are (alt text, path) of pictures that belong under the table; they are shown
+    only where :func:`render` is given the folder the links are relative to.
     """
-    path = Path(path)
-    if not path.is_dir():
-        raise FileNotFoundError(f"evaluation directory not found: {path}")
-    parts = []
-    for table in TABLES:
-        csv_path = path / f"{table}.csv"
-        if not csv_path.exists():
-            continue
-        frame = read_table(csv_path)
-        scores = frame[[c for c in SCORE_COLUMNS if c in frame.columns]]
-        if frame.empty or scores.empty:
-            continue
-        parts.append(
-            pd.concat([_keys(table, frame), scores], axis=1).melt(
-                id_vars=["benchmark", "task"], var_name="metric", value_name="value"
-            )
-        )
-    if not parts:
-        return pd.DataFrame(columns=list(TIDY_COLUMNS))
-    return pd.concat(parts, ignore_index=True).assign(model=model, kind=kind)[list(TIDY_COLUMNS)]
+
+    title: str
+    frame: pd.DataFrame
+    _: KW_ONLY
+    labels: int = 1
+    notes: Sequence[str] = ()
+    figures: Sequence[tuple[str, Path]] = field(default_factory=list)
+
+    def render(self, level: int, base: Path | None = None) -> list[str]:
+        lines = [f"{'#' * level} {self.title}", "", markdown(self.frame, self.labels)]
+        lines += [f"{note}\n" for note in self.notes]
+        if base is not None:
+            lines += [f"![{alt}]({relative(path, base)})\n" for alt, path in self.figures]
+        return lines
 
 
-def read_metrics(path: str | os.PathLike) -> dict:
-    """An evaluation's ``metrics.json`` (empty when absent), with the file named on bad JSON."""
-    path = Path(path)
-    if not path.exists():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: {err}") from None
+def render(groups: Sequence[Sequence[Table]], level: int, base: Path | None = None) -> list[str]:
+    """Markdown lines of table groups: each group's main table at heading ``level``, the
+    details that follow it one level below; figures linked relative to ``base`` (none when
+    ``None``)."""
+    lines: list[str] = []
+    for main, *details in groups:
+        lines += main.render(level, base)
+        for detail in details:
+            lines += detail.render(level + 1, base)
+    return lines
 
 
-# ---- formatting and rendering -------------------------------------------------------------
+def relative(path: Path, base: Path) -> str:
+    """``path`` as a link from a page in ``base``: the page renders wherever it is copied with
+    the files it shows."""
+    return os.path.relpath(path, base)
+
+
+# ---- cells --------------------------------------------------------------------------------
 
 
 def fmt(value: float) -> str:
@@ -119,9 +72,43 @@ def fmt(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.1f}"
 
 
+def escape(text: str) -> str:
+    """Free text in a table cell: a ``|`` would end the cell."""
+    return text.replace("|", "\\|")
+
+
 def with_text(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with a ``text`` column: each value formatted for a table cell."""
     return frame.assign(text=frame["value"].map(fmt))
+
+
+def labelled(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with cell ``text`` and a ``row`` label per :data:`ROW_LABELS`."""
+    labels = [ROW_LABELS[k].format(m) for k, m in zip(frame["kind"], frame["model"], strict=True)]
+    return with_text(frame).assign(row=labels)
+
+
+def beside_floor(scores: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """The trained rows of ``scores`` with ``text`` = ``"79.9 (75.0)"``: the figure and, in
+    brackets, the same cell of the model's floor (``–`` where the run has no floor for it)."""
+    trained = select(scores, kind="trained")
+    floor = select(scores, kind="floor")[[*keys, "value"]].rename(columns={"value": "floor"})
+    merged = trained.merge(floor, on=list(keys), how="left")
+    floor_text = merged["floor"].map(fmt).where(merged["floor"].notna(), MISSING)
+    return merged.assign(text=merged["value"].map(fmt) + " (" + floor_text + ")")
+
+
+def cells(scores: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """One ``text`` cell and ``row`` label per trained or peer score: where ``scores`` holds
+    floors, the trained figures carry their floor's (:func:`beside_floor`) and the floor rows
+    fold into them."""
+    scores = labelled(scores)
+    if select(scores, kind="floor").empty:
+        return scores
+    return pd.concat([beside_floor(scores, keys), select(scores, kind="peer")])
+
+
+# ---- layout -------------------------------------------------------------------------------
 
 
 def pivot(
@@ -156,113 +143,3 @@ def select(frame: pd.DataFrame, **where: str | Iterable[str]) -> pd.DataFrame:
         else:
             mask &= frame[column].isin(list(wanted))
     return frame[mask]
-
-
-def language_label(code: str) -> str:
-    """``es (spa)`` for a Tatoeba code with a known ISO 639-1 code, else the code."""
-    language, _ = tatoeba_code(code)
-    return code if language == code else f"{language} ({code})"
-
-
-# ---- one embedder's (or a few side by side) tables.md ------------------------------------
-
-
-def _sts_sections(scores: pd.DataFrame) -> list[str]:
-    years = scores[scores["benchmark"].str.match(STS_YEAR)]
-    out = []
-    by_year = select(with_text(scores), benchmark=[*years["benchmark"], STS_AVG])
-    means = select(by_year, task="mean", metric="pearson")
-    if not means.empty:
-        out += ["## Table 2: STS 2012-2016 (Pearson r x 100, mean over each year's datasets)", ""]
-        out += [markdown(pivot(means, "model", "benchmark").rename(columns={STS_AVG: "Avg"}))]
-        datasets = select(with_text(years), metric="pearson")
-        datasets = datasets[~datasets["task"].isin(["mean", "all"])]
-        table = pivot(datasets, ["benchmark", "task"], "model")
-        out += ["Per dataset (Pearson r x 100):", ""]
-        out += [markdown(table.rename(columns={"benchmark": "year", "task": "dataset"}), 2)]
-        alls = select(by_year, task="all", metric="spearman")
-        out += [
-            "Sentence-BERT convention (Spearman rho x 100 over each year's concatenated datasets):",
-            "",
-            markdown(pivot(alls, "model", "benchmark").rename(columns={STS_AVG: "Avg"})),
-        ]
-    stsb = select(with_text(scores), benchmark="STSB")
-    if not stsb.empty:
-        stsb = stsb.assign(
-            column=stsb["task"] + stsb["metric"].map({"pearson": " r"}).fillna(" rho")
-        )
-        out += ["## STS Benchmark (x 100)", "", markdown(pivot(stsb, "model", "column"))]
-    return out
-
-
-def _sts17_sections(scores: pd.DataFrame) -> list[str]:
-    tracks = with_text(select(scores, benchmark="STS17"))
-    out = []
-    for metric, title in (("pearson", "Pearson r"), ("spearman", "Spearman rho")):
-        table = select(tracks, metric=metric)
-        if not table.empty:
-            out += [f"## Table 3: SemEval-2017 STS ({title} x 100)", ""]
-            out += [markdown(pivot(table, "model", "task"))]
-    return out
-
-
-def _tatoeba_section(scores: pd.DataFrame) -> list[str]:
-    tatoeba = with_text(select(scores, benchmark="Tatoeba"))
-    if tatoeba.empty:
-        return []
-    single = tatoeba["model"].nunique() == 1
-    label = tatoeba["metric"].map(TATOEBA_METRICS)
-    tatoeba = tatoeba.assign(
-        language=tatoeba["task"].map(language_label),
-        column=label if single else tatoeba["model"] + " " + label,
-    )
-    return [
-        "## Table 4: Tatoeba retrieval error rate (%)",
-        "",
-        markdown(pivot(tatoeba, "language", "column")),
-    ]
-
-
-def _speed_section(speeds: Mapping[str, dict | None]) -> list[str]:
-    rows = [
-        {
-            "model": name,
-            "sentences/s": f"{speed['sentences_per_s']:.0f}",
-            "threads": str(speed["threads"]),
-            "sentences": str(speed["sentences"]),
-        }
-        for name, speed in speeds.items()
-        if speed
-    ]
-    if not rows:
-        return []
-    return ["## Embedding speed (STS sentences)", "", markdown(pd.DataFrame(rows))]
-
-
-def combine_tables(
-    eval_dirs: Mapping[str, str | os.PathLike], floor: str | os.PathLike | None = None
-) -> str:
-    """Markdown tables with several models (or peers) side by side, in the paper's layout.
-
-    Args:
-        eval_dirs: display name -> evaluation directory written by ``evaluate_embedder``.
-        floor: evaluation directory of an untrained (random pieces) model; shown last as
-            the floor any training must beat.
-
-    Example:
-        >>> print(combine_tables({"P-SP en": "results/eval/en", "MiniLM": "results/eval/peers/st-all-MiniLM-L6-v2"}))  # doctest: +SKIP
-    """
-    dirs = dict(eval_dirs)
-    if floor is not None:
-        dirs[FLOOR_LABEL] = floor
-    scores = pd.concat([tidy_eval_dir(path, name) for name, path in dirs.items()])
-    speeds = {
-        name: read_metrics(Path(path) / "metrics.json").get("speed") for name, path in dirs.items()
-    }
-    lines = [
-        *_sts_sections(scores),
-        *_sts17_sections(scores),
-        *_tatoeba_section(scores),
-        *_speed_section(speeds),
-    ]
-    return "\n".join(lines).rstrip() + "\n"

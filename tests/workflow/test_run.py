@@ -114,6 +114,11 @@ def test_report_gathers_everything(finished_run):
     for heading in ("## Evaluation", "## Training", "## Mining", "## Mining quality"):
         assert heading in report
     assert "untrained es-en (floor)" in report
+    page = (finished_run / "results/results.md").read_text()
+    assert page.startswith("# Results\n") and "## Table 2" in page and "![" not in page
+    speed = finished_run / "results/speed"
+    assert "![speed against quality](speed/speed_quality.png)" in report
+    assert (speed / "speed_quality.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_mismatched_bitext_fails_cleanly(mirror_slice, tmp_path):
