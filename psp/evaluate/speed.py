@@ -29,7 +29,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from psp.evaluate.tables import STS_AVG, tidy_eval_dir
-from psp.io import InputError, atomic_open, atomic_path, read_lines
+from psp.io import InputError, atomic_open, atomic_path, read_lines, temp_dir
 
 logger = logging.getLogger(__name__)
 
@@ -188,8 +187,8 @@ def run_worker(spec: str, threads: int, sentences_path: Path) -> dict | None:
     is missing (logged). Any other failure raises with the worker's stderr."""
     env = os.environ | {var: str(threads) for var in THREAD_VARIABLES}
     env["TOKENIZERS_PARALLELISM"] = "true" if threads > 1 else "false"
-    with tempfile.TemporaryDirectory(prefix="psp-speed-") as tmp:
-        result = Path(tmp) / "result.json"
+    with temp_dir("psp-speed") as tmp:
+        result = tmp / "result.json"
         done = subprocess.run(
             [*WORKER, spec, str(threads), str(sentences_path), str(result)],
             env=env,
@@ -238,8 +237,8 @@ def measure_speed(
     """
     settings = sorted({1, max(1, int(threads))})
     rows = []
-    with tempfile.TemporaryDirectory(prefix="psp-speed-") as tmp:
-        sentences_path = Path(tmp) / "sentences.txt"
+    with temp_dir("psp-speed") as tmp:
+        sentences_path = tmp / "sentences.txt"
         sentences_path.write_text("".join(f"{s}\n" for s in sentences), encoding="utf-8")
         for encoder in encoders:
             quality = sts_average(encoder.get("eval_dir"))
