@@ -7,24 +7,32 @@ Temporaries live next to their output and carry the host and process id in their
 (``.{name}.{host}-{pid}.{random}``). They are removed when the writer raises, and on SIGTERM
 once :func:`exit_on_sigterm` is installed; a process killed outright (SIGKILL, out of memory)
 cannot clean up, so the next write of the same output removes the temporaries of dead processes
-of this host first (:func:`sweep_stale`).
+of this host first (:func:`sweep_stale`). Scratch folders in the system temp directory
+(:func:`temp_dir`) are named and swept the same way.
+
+A write the system refuses (no space, a file size limit or quota, a read-only or missing folder,
+no permission) leaves the writer as :class:`WriteError`, whose message names the output and the
+reason, whatever library did the writing; :func:`failure_message` is the one line the ``psp``
+command and the workflow scripts print for it (and for bad input) instead of a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import gzip
 import hashlib
 import io
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -33,6 +41,19 @@ T = TypeVar("T")
 
 class InputError(ValueError):
     """Bad input data; the message names the file (and the line where there is one)."""
+
+
+class WriteError(OSError):
+    """The system refused to write an output; the message names it and the reason, and nothing
+    of the write is left behind. Built by the atomic writers below, which know the output's
+    name: the failing call itself often does not (a full disk is a bare ``[Errno 28]``)."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
+# What a file system answers when it refuses a write, and never a read.
+_REFUSALS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 
 # ``.{name}.{host}-{pid}.{random}[.tmp]``: tempfile's random part is 8 of [a-z0-9_].
@@ -53,26 +74,141 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def sweep_stale(path: str | os.PathLike) -> list[Path]:
+def sweep_stale(path: str | os.PathLike, *, own_only: bool = False) -> list[Path]:
     """Remove the temporaries next to ``path`` (files or folders, of any output in its folder)
     that dead processes of this host left; returns what was removed.
 
     Temporaries of live processes, and of other hosts sharing the file system, are left alone.
     The whole folder is swept, not only ``path``'s own, because some outputs are never written
-    again under the same name (a training checkpoint is named by its step).
+    again under the same name (a training checkpoint is named by its step); ``own_only`` sweeps
+    ``path``'s own alone, for a folder shared with other programs (the system temp directory).
+    A temporary that cannot be removed (a read-only folder) is left for a later sweep.
     """
     host, removed = socket.gethostname(), []
+    path = Path(path)
     with contextlib.suppress(FileNotFoundError):
-        for entry in Path(path).parent.iterdir():
+        for entry in path.parent.iterdir():
             match = _TEMPORARY.fullmatch(entry.name)
             if not match or match["host"] != host or _pid_alive(int(match["pid"])):
+                continue
+            if own_only and not entry.name.startswith(f".{path.name}."):
                 continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
-                entry.unlink(missing_ok=True)
-            removed.append(entry)
+                with contextlib.suppress(OSError):
+                    entry.unlink(missing_ok=True)
+            if not os.path.lexists(entry):
+                removed.append(entry)
     return removed
+
+
+def _reason(refused: OSError) -> str:
+    """The system's words for a refused write, with the limit behind a "File too large"."""
+    if refused.errno is None:
+        return str(refused)
+    reason = os.strerror(refused.errno)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if refused.errno == errno.EFBIG and limit != resource.RLIM_INFINITY:
+        reason += f" (this process may write files of at most {limit} bytes: ulimit -f)"
+    return reason
+
+
+def write_error(path: Path, refused: OSError, action: str = "cannot write") -> WriteError:
+    """The :class:`WriteError` for ``path``, which the system refused as ``refused`` says (for
+    a file written in place rather than through the atomic writers: a download's ``.part``)."""
+    return WriteError(refused.errno, f"{path}: {action}: {_reason(refused)}")
+
+
+def _refusal(err: Exception, probe: Callable[[], None], own: Path) -> OSError | None:
+    """The file system's refusal behind ``err``, raised while writing under ``own`` (a temporary
+    file or folder), or ``None`` where ``err`` is something else (bad input, a bug).
+
+    Libraries report a refused write without its errno: safetensors and Faiss in their own
+    words, which quote the system's (``I/O error: File too large (os error 27)``), numpy's
+    ``tofile`` in none (``1000000 requested and 262144 written``). For those ``probe`` writes one
+    more byte where the writer stopped: a full disk, a size limit or a quota refuses it too.
+    """
+    if isinstance(err, OSError):
+        if err.filename is not None and not _within(err.filename, own):
+            return None  # about another file: an input that cannot be read
+        if err.errno in _REFUSALS:
+            return err
+    elif isinstance(err, InputError) or (
+        type(err).__module__ == "builtins" and not isinstance(err, RuntimeError)
+    ):
+        return None  # bad input, or a bug: not the file system's
+    quoted = [code for code in _REFUSALS if os.strerror(code) in str(err)]
+    if quoted:
+        return OSError(quoted[0], os.strerror(quoted[0]))
+    try:
+        probe()
+    except OSError as refused:
+        return refused
+    return None
+
+
+def _within(name, own: Path) -> bool:
+    """Whether the file an ``OSError`` names (a path, or a descriptor) is ``own`` or under it."""
+    if not isinstance(name, (str, bytes, os.PathLike)):
+        return True  # a descriptor: the writer's own file
+    return Path(os.path.abspath(os.fsdecode(name))).is_relative_to(os.path.abspath(own))
+
+
+def _append_byte(path: Path) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, b"\0")
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _refusals_reported(path: Path, own: Path, probe: Callable[[], None]) -> Iterator[None]:
+    """Raise a refused write in the block as :class:`WriteError` naming ``path``."""
+    try:
+        yield
+    except WriteError:
+        raise  # a nested writer's, which named its own output
+    except Exception as err:
+        refused = _refusal(err, probe, own)
+        if refused is None:
+            raise
+        raise write_error(path, refused) from err
+
+
+def _make_folder(path: Path) -> None:
+    """Create ``path``'s folder (and its parents) where missing; a refusal names the folder."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise write_error(path, err, f"cannot create folder {err.filename}") from err
+
+
+def _make_temporary(path: Path, make: Callable[..., T]) -> T:
+    """``make(prefix=, dir=)`` (mkstemp, mkdtemp) for ``path``, a refusal named as its write."""
+    try:
+        return make(prefix=_owner_prefix(path), dir=path.parent)
+    except OSError as err:
+        raise write_error(path, err) from err
+
+
+def failure_message(err: BaseException) -> str | None:
+    """The one line that tells a user what failed, or ``None`` for a failure that needs its
+    traceback (a bug).
+
+    Bad input and a refused write carry their own message naming the file; any other
+    ``OSError`` naming a file (a folder that cannot be created, an input that cannot be read) is
+    its name and the system's reason, and one naming none but refusing a write (a full disk
+    under a redirected standard output) is the reason.
+    """
+    if isinstance(err, (InputError, WriteError)):
+        return str(err)
+    if isinstance(err, OSError) and err.filename is not None:
+        return f"{err.filename}: {err.strerror or err}"
+    if isinstance(err, OSError) and err.errno in _REFUSALS:
+        return f"cannot write: {_reason(err)}"
+    return None
 
 
 def output_mode() -> int:
@@ -89,14 +225,40 @@ def output_mode() -> int:
 
 
 @contextlib.contextmanager
-def scratch_dir(path: str | os.PathLike) -> Iterator[Path]:
+def _temporary_folder(path: Path, *, own_only: bool, named: Path | None) -> Iterator[Path]:
+    """A temporary folder next to ``path``, removed afterwards; a refused write in the block
+    names ``named`` (``None``: the folder itself)."""
+    _make_folder(path)
+    sweep_stale(path, own_only=own_only)
+    tmp = Path(_make_temporary(path, tempfile.mkdtemp))
+    try:
+        with _refusals_reported(named or tmp, tmp, lambda: _append_byte(tmp / ".write-probe")):
+            yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def scratch_dir(path: str | os.PathLike) -> contextlib.AbstractContextManager[Path]:
     """A temporary folder next to ``path`` for a writer's intermediate files, removed afterwards
-    (stale ones of dead processes are swept first, as for :func:`atomic_path`)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sweep_stale(path)
-    with tempfile.TemporaryDirectory(prefix=_owner_prefix(path), dir=path.parent) as tmp:
-        yield Path(tmp)
+    (stale ones of dead processes are swept first, as for :func:`atomic_path`); a refused write
+    in it is a :class:`WriteError` naming ``path``."""
+    return _temporary_folder(Path(path), own_only=False, named=Path(path))
+
+
+def temp_dir(
+    name: str, folder: str | os.PathLike | None = None
+) -> contextlib.AbstractContextManager[Path]:
+    """A scratch folder for work that leaves no output (``psp-mine``, ``psp-speed``), in
+    ``folder`` or else the system temp directory (``$TMPDIR``), removed afterwards.
+
+    Named ``.{name}.{host}-{pid}.{random}`` like the temporaries next to outputs, and swept the
+    same way once its process is dead, so that runs killed outright (SIGKILL, out of memory) do
+    not fill the temp directory; only folders of this ``name`` are swept, as the temp directory
+    is every program's.
+    """
+    return _temporary_folder(
+        Path(folder or tempfile.gettempdir()) / name, own_only=True, named=None
+    )
 
 
 @contextlib.contextmanager
@@ -108,17 +270,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     safetensors create 0600, which would keep other users of a shared file system out).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_folder(path)
     sweep_stale(path)
-    fd, name = tempfile.mkstemp(prefix=_owner_prefix(path), suffix=".tmp", dir=path.parent)
+    fd, name = _make_temporary(path, functools.partial(tempfile.mkstemp, suffix=".tmp"))
     os.close(fd)
     tmp = Path(name)
     try:
-        yield tmp
-        os.chmod(tmp, output_mode())
-        os.replace(tmp, path)
+        with _refusals_reported(path, tmp, lambda: _append_byte(tmp)):
+            yield tmp
+            os.chmod(tmp, output_mode())
+            os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         raise
 
 

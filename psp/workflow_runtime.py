@@ -1,4 +1,5 @@
-"""What every workflow script does first: send its output to the rule's log and cap its threads.
+"""What every workflow script does first: send its output to the rule's log, cap its threads, and
+end a failure a user can act on with one line.
 
 Kept in the package so the scripts in ``workflow_scripts/`` stay a few lines over one psp call.
 """
@@ -9,7 +10,7 @@ import logging
 import os
 import sys
 
-from psp.io import exit_on_sigterm
+from psp.io import exit_on_sigterm, failure_message
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -35,9 +36,32 @@ def limit_threads(threads: int) -> None:
     threadpool_limits(threads)
 
 
+def report_failures(rule: str) -> None:
+    """End the script, on bad input or a refused write, with one line naming the file and the
+    reason (:func:`psp.io.failure_message`), in the log and on the terminal, instead of a
+    traceback; any other exception (a bug) keeps its traceback. The exit status stays 1, so
+    Snakemake fails the job and removes its outputs.
+
+    An exception hook, so that the scripts stay free of error handling: Snakemake runs each in
+    its own interpreter, where an exception nothing catches ends up here.
+    """
+
+    def hook(kind, err, traceback) -> None:
+        message = failure_message(err)
+        if message is None:
+            sys.__excepthook__(kind, err, traceback)
+            return
+        for stream in dict.fromkeys([sys.stderr, sys.__stderr__]):
+            print(f"rule {rule}: error: {message}", file=stream, flush=True)
+
+    sys.excepthook = hook
+
+
 def setup(smk) -> None:
-    """Route stderr and logging to ``smk.log[0]``, limit all threads to ``smk.threads``, and let
-    a SIGTERM (Snakemake cancelling the job, a cluster scheduler) remove the job's temporaries."""
+    """Route stderr and logging to ``smk.log[0]``, limit all threads to ``smk.threads``, let a
+    SIGTERM (Snakemake cancelling the job, a cluster scheduler) remove the job's temporaries,
+    and report a failure a user can act on in one line (:func:`report_failures`)."""
+    report_failures(getattr(smk, "rule", "?"))
     if smk.log:
         stream = open(smk.log[0], "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives for the job
         sys.stderr = stream

@@ -1,6 +1,7 @@
 """``psp mine`` faults: blank lines, a replaced model, an empty side, two runs on one output,
-fewer lines than shards, degenerate neighbourhoods. Each case runs the real command on real
-sentences with a small model and checks the exit status, the message and what is left behind.
+fewer lines than shards, degenerate neighbourhoods, ``mine_texts`` killed in its temp folder.
+Each case runs the real command (or function) on real sentences with a small model and checks
+the exit status, the message and what is left behind.
 """
 
 from __future__ import annotations
@@ -9,12 +10,18 @@ import fcntl
 import gzip
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from psp.cli import main
+from psp.io import temp_dir
 
 from .faults import run_psp, temporaries
 
@@ -233,3 +240,39 @@ def test_workflow_mines_a_one_line_side_with_more_shards_than_lines(
     rows = mined_rows(tmp_path / "results/mine/es-en/es-en.tsv.gz")
     assert [row[1] for row in rows] == sentences[0][:1]
     assert temporaries(tmp_path / "results") == []
+
+
+# mine_texts in a child that announces its pid and is killed outright (no handler runs) inside
+# its temporary folder; the parent finds that folder in the child's TMPDIR.
+_MINE_TEXTS = """import sys
+import psp
+from psp.mine.pipeline import mine_texts
+model = psp.load(sys.argv[1])
+lines = open(sys.argv[2], encoding="utf-8").read().splitlines()
+mine_texts(model, lines, lines)
+"""
+
+
+def test_the_temp_folder_of_a_killed_mine_texts_is_swept_by_the_next(tiny_model, news, tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    text = write_lines(tmp_path / "sents.txt", news * 3)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _MINE_TEXTS, str(tiny_model), str(text)],
+        env=os.environ | {"TMPDIR": str(tmp)},
+    )
+    deadline = time.monotonic() + 120
+    while not list(tmp.iterdir()) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL, "mine_texts ended before it could be killed"
+    (left,) = tmp.iterdir()
+    assert left.name.startswith(f".psp-mine.{socket.gethostname()}-{child.pid}.")
+    # Another program's folder of the same pattern, and one of a live process, stay.
+    other = tmp / f".other.{socket.gethostname()}-{child.pid}.abcdefgh"
+    live = tmp / f".psp-mine.{socket.gethostname()}-{os.getpid()}.abcdefgh"
+    other.mkdir()
+    live.mkdir()
+    with temp_dir("psp-mine", tmp) as mine:
+        assert sorted(tmp.iterdir()) == sorted([other, live, mine])
+    assert sorted(tmp.iterdir()) == sorted([other, live])

@@ -3,6 +3,11 @@
 
 Adding a command means adding a module to ``COMMANDS``; nothing else here changes.
 
+Failures a user can act on end in one line, ``psp COMMAND: error: ...``, naming the file and
+the reason (see :func:`psp.io.failure_message`): exit status 2 for bad input, 1 for a write the
+system refused (no space, a file size limit or quota, a read-only or missing folder, no
+permission) or another file it refused. ``-v`` logs the traceback too. A bug keeps its traceback.
+
 The command starts at once: only the subcommand on the command line is registered in full (its
 options may need defaults from heavy packages), the others are listed by name and help alone,
 and every module imports torch, Faiss, numpy and the like inside the functions that use them.
@@ -16,7 +21,9 @@ import logging
 import os
 import sys
 
-from psp.io import InputError, exit_on_sigterm
+from psp.io import InputError, exit_on_sigterm, failure_message
+
+log = logging.getLogger(__name__)
 
 COMMANDS = ["embed", "score", "convert", "train", "evaluate", "mine", "data", "speed"]
 
@@ -54,15 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_sigterm()  # a terminated command removes its temporaries, as on Ctrl-C
     try:
         return int(args.func(args) or 0)
-    except InputError as err:
-        print(f"psp {args.command}: error: {err}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         # The reader went away (``psp score ... | head``): stop quietly with the status of a
         # process killed by SIGPIPE, as cat does, and point stdout at /dev/null so the flush
         # at interpreter exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except (InputError, OSError) as err:
+        message = failure_message(err)
+        if message is None:
+            raise
+        log.debug("psp %s failed", args.command, exc_info=True)
+        print(f"psp {args.command}: error: {message}", file=sys.stderr)
+        return 2 if isinstance(err, InputError) else 1
 
 
 if __name__ == "__main__":

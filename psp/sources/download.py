@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from psp.io import sha256_file
+from psp.io import sha256_file, write_error
 from psp.sources.registry import Source, SourceError, _mirror_only_message
 from psp.sources.verify import ContentError, DownloadLock, IncompleteContent, check_content
 
@@ -175,7 +175,7 @@ def _fetch_to_part(url: str, part: Path, timeout: float, chunk_size: int, progre
         length = response.headers.get("Content-Length")
         total = offset + int(length) if length is not None else None
         with (
-            open(part, "ab" if resumed else "wb") as out,
+            open(part, "ab" if resumed else "wb", buffering=0) as out,
             tqdm(
                 total=total,
                 initial=offset,
@@ -185,15 +185,32 @@ def _fetch_to_part(url: str, part: Path, timeout: float, chunk_size: int, progre
                 disable=None if progress else True,
             ) as bar,
         ):
-            try:
-                while chunk := response.read(chunk_size):
-                    out.write(chunk)
-                    bar.update(len(chunk))
-            except (OSError, http.client.HTTPException) as err:
-                raise _Transient(f"connection lost at byte {out.tell()}: {err!r}") from err
+            while chunk := _read(response, chunk_size, out.tell()):
+                _append(out, chunk, part)
+                bar.update(len(chunk))
             size = out.tell()
     if total is not None and size != total:
         raise _Transient(f"connection closed at byte {size} of {total}")
+
+
+def _read(response, size: int, at: int) -> bytes:
+    """The next chunk of the body; a dropped connection is :class:`_Transient`."""
+    try:
+        return response.read(size)
+    except (OSError, http.client.HTTPException) as err:
+        raise _Transient(f"connection lost at byte {at}: {err!r}") from err
+
+
+def _append(out, chunk: bytes, part: Path) -> None:
+    """Write to the ``.part`` (unbuffered: a buffer would fail again when closed, naming no
+    file). A refused write (a full disk) is final, not a dropped connection to retry, and the
+    ``.part`` stays for a rerun to resume once there is room."""
+    view = memoryview(chunk)
+    try:
+        while view:
+            view = view[out.write(view) :]
+    except OSError as err:
+        raise write_error(part, err) from err
 
 
 def fetch(source: Source, download_dir: str | os.PathLike, **kwargs) -> list[Path]:
