@@ -16,7 +16,7 @@ $(BIN)/activate:
 install: $(BIN)/activate
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[workflow,dev]'
+	$(BIN)/pip install --quiet -e '.[workflow,dev,peers,mteb]'
 
 run: install
 	$(BIN)/snakemake --cores $(CORES) all --config mirror=$(MIRROR)
