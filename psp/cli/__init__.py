@@ -18,7 +18,7 @@ import sys
 
 from psp.io import InputError, exit_on_sigterm
 
-COMMANDS = ["embed", "score", "convert", "train", "evaluate", "mine", "data"]
+COMMANDS = ["embed", "score", "convert", "export", "train", "evaluate", "mine", "data"]
 
 
 def requested_command(argv: list[str]) -> str | None:
