@@ -90,13 +90,15 @@ def speed_rows(specs: dict[str, str], sentences: Path, threads: int) -> list[dic
     return rows
 
 
-def bench_model(model: Path, data: Path, news: Path | None, threads: int, tmp: Path) -> dict:
+def bench_model(model: Path, *, data: Path, news: Path | None, threads: int, tmp: Path) -> dict:
     config = load_table_model(model).config
     languages = list(dict.fromkeys(config.languages))
     st_dir = export_model(model, tmp / f"{model.name}-st", library="sentence-transformers")
     m2v_dir = export_model(model, tmp / f"{model.name}-m2v", library="model2vec")
     lines = mirror_lines(data, languages)
-    tokenizer = build_tokenizer((model / "sentencepiece.model").read_bytes(), lowercase=True)
+    tokenizer = build_tokenizer(
+        (model / "sentencepiece.model").read_bytes(), lowercase=config.lowercase
+    )
     ids = compare_ids(model, tokenizer, lines)
     reference = psp_vectors(model, lines)
     cosines = {
@@ -139,7 +141,13 @@ def main() -> int:
         news.write_text("".join(f"{s}\n" for s in news_lines), encoding="utf-8")
         for model in args.model:
             timed = args.speed_model is None or model.name in args.speed_model
-            found = bench_model(model, args.data, news if timed else None, args.threads, Path(tmp))
+            found = bench_model(
+                model,
+                data=args.data,
+                news=news if timed else None,
+                threads=args.threads,
+                tmp=Path(tmp),
+            )
             ids, cos = found["ids"], found["cosines"]
             print(
                 f"{model.name}: ids identical on {ids['identical']}/{ids['lines']} lines "
