@@ -16,13 +16,13 @@ $(BIN)/activate:
 install: $(BIN)/activate
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[workflow,dev]'
-
-# What the tests need beyond `make install`: the peer packages the evaluation and speed tests
-# compare against, and rsync, with which snakemake-storage-plugin-fs copies (a system package,
-# installed with apt-get where it is missing; that needs root).
-test-deps: install
 	$(BIN)/pip install --quiet -e '.[workflow,dev,peers]'
+
+# What the tests need beyond `make install`: mteb, which runs our encoder on one of its own
+# tasks, and rsync, with which snakemake-storage-plugin-fs copies (a system package, installed
+# with apt-get where it is missing; that needs root).
+test-deps: install
+	$(BIN)/pip install --quiet -e '.[workflow,dev,peers,mteb]'
 	@command -v rsync >/dev/null || [ "$$(id -u)" != 0 ] || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsync >/dev/null; }
 	@command -v rsync >/dev/null || { echo "make test: needs rsync (apt-get install rsync, as root)" >&2; exit 1; }

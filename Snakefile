@@ -28,6 +28,7 @@ wildcard_constraints:
     shard=r"\d+",
     qshard=r"\d+",
     dshard=r"\d+",
+    source=r"[\w.-]+",
 
 
 include: "rules/download.smk"
@@ -38,6 +39,7 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/mine.smk"
 include: "rules/speed.smk"
+include: "rules/export.smk"
 include: "rules/report.smk"
 include: "rules/targets.smk"
 

@@ -38,6 +38,7 @@ from psp.io import InputError, atomic_path, iter_batches, iter_lines
 __all__ = [
     "REQUIRED_CHARS",
     "PieceEncoder",
+    "format_characters",
     "heldout_corpora",
     "iter_pair_lines",
     "normalise",
@@ -121,6 +122,12 @@ def _format_char_table() -> dict[int, None]:
     return dict.fromkeys(
         cp for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)) == "Cf"
     )
+
+
+def format_characters() -> list[int]:
+    """The code points :func:`normalise` deletes (category Cf), in order: what another tokenizer
+    built from a model (``psp export``) must delete too."""
+    return sorted(_format_char_table())
 
 
 def normalise(sentences: Sequence[str], lowercase: bool = True) -> list[str]:

@@ -8,6 +8,7 @@ from snakemake.utils import validate
 from psp import workflow_config as wc
 from psp.evaluate.peers import spec_label
 from psp.evaluate.results import TABLES as EVAL_TABLES
+from psp.export import EXPORT_FILES
 from psp.sources import SOURCES
 
 validate(config, schema="../configs/config.schema.yaml", set_default=True)
@@ -18,6 +19,7 @@ MODELS = config["models"]
 MINE_PAIRS = config["mining"]
 BUCC_PAIRS = config["bucc"]
 PEERS = {spec_label(spec): spec for spec in config["evaluation"]["peers"]}
+EXPORT_LIBRARIES = list(EXPORT_FILES)
 wc.check_references(config)
 
 
@@ -100,11 +102,47 @@ def get_eval_params(wildcards):
     return wc.eval_plan(config["evaluation"], languages)
 
 
+def export_outputs(library, prefix):
+    """The files of a library's model directory under `prefix`, as named outputs (`card`: the
+    README.md, written last)."""
+    files = [f"{prefix}/{name}" for name in EXPORT_FILES[library]]
+    return {
+        "card" if path.endswith("README.md") else f"file{i}": path
+        for i, path in enumerate(files)
+    }
+
+
+def built_peer_files(target):
+    """The files of a peer folder this workflow builds, or None: a model exported by
+    `export_{library}` (results/export/{library}/psp-{model}) or a model2vec model distilled by
+    `distill_model2vec` (results/peers/model2vec/distilled-{source})."""
+    folder = target.rstrip("/")
+    exported = re.fullmatch(r"results/export/([\w-]+)/psp-([\w.-]+)", folder)
+    if exported and exported[1] in EXPORT_FILES and exported[2] in MODELS:
+        return list(export_outputs(exported[1], folder).values())
+    if re.fullmatch(r"results/peers/model2vec/distilled-[\w.-]+", folder):
+        return list(export_outputs("model2vec", folder).values())
+    return None
+
+
+def get_built_peer_files():
+    """Every file of the peer folders this workflow builds (Table 5 loads them too)."""
+    return [
+        path
+        for spec in PEERS.values()
+        for path in built_peer_files(spec.partition(":")[2]) or []
+    ]
+
+
 def get_peer_inputs(wildcards):
     """The files a peer embedder loads: a psp model's, an original checkpoint and its
-    SentencePiece model, or a local sentence-transformers folder (a model name is looked up in
-    the sentence-transformers cache instead)."""
+    SentencePiece model, a folder this workflow builds (`built_peer_files`), or a local
+    sentence-transformers folder (a model name is looked up in the sentence-transformers cache
+    instead)."""
     kind, _, target = PEERS[wildcards.peer].partition(":")
+    built = built_peer_files(target)
+    if built is not None:
+        return {"peer_card": built[-1], "peer_files": built}
     if kind == "psp":
         return model_files(target.rstrip("/"))
     if kind == "original":
@@ -250,4 +288,8 @@ def get_report_inputs():
 
 
 def get_final_output():
-    return ["results/report.md"]
+    return [
+        "results/report.md",
+        *(f"results/models/{model}/README.md" for model in MODELS),
+        *(f"results/models/untrained/{model}/README.md" for model in MODELS),
+    ]

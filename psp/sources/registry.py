@@ -216,6 +216,20 @@ def _github(repo: str, commit: str, path: str) -> str:
     return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
 
+# Licences as the mirror's SOURCES.md states them (the model cards list them per corpus).
+_WMT_TERMS = "WMT test sets: freely available for research (no explicit licence)"
+_MIRROR_LICENSES = {
+    "wmt-newstest": _WMT_TERMS,
+    "ntrex128": "CC BY-SA 4.0",
+    "tico19-test": "CC0",
+    "un-v1.0-dev-test": "UN corpus terms (free use with acknowledgement)",
+    "multi30k": "Flickr30k terms (research use)",
+    "parasci": "none stated (research dataset; cite Dong et al. 2021)",
+    "mono/en": _WMT_TERMS,
+    "quijote": "public domain (Project Gutenberg)",
+}
+
+
 def _mirror_sources() -> Iterator[Source]:
     bitext = {
         "wmt-newstest": (*_OPUS_MT, "testsets/{xx}-en/", ("es", "fr", "de", "ru", "tr", "zh")),
@@ -247,6 +261,7 @@ def _mirror_sources() -> Iterator[Source]:
                 format="github-raw",
                 languages=(xx, "en"),
                 outputs=(f"{sid}.{xx}.gz", f"{sid}.en.gz"),
+                license=_MIRROR_LICENSES[name],
             )
     brmson = ("brmson/dataset-sts", "e1d3375f5b3bc24f21aa4e46f96eb379e9fc1081")
     for split, upstream in (("train", "train"), ("dev", "val"), ("test", "test")):
@@ -269,6 +284,7 @@ def _mirror_sources() -> Iterator[Source]:
             format="github-raw",
             languages=("en",),
             outputs=(f"paraphrase/parasci/{split}.tsv.gz",),
+            license=_MIRROR_LICENSES["parasci"],
         )
     for split in ("train", "val", "test_2016"):
         yield Source(
@@ -303,6 +319,7 @@ def _mirror_sources() -> Iterator[Source]:
             format="github-raw",
             languages=(lang,),
             outputs=(f"{sid}.txt.gz",),
+            license=_MIRROR_LICENSES["quijote" if "quijote" in sid else "mono/en"],
         )
 
 

@@ -43,11 +43,21 @@ def config_options(path) -> list[str]:
     return ["--configfile", str(path), "--replace-workflow-config"]
 
 
+#: The English model exported to both libraries, evaluated and timed as peers (the default
+#: config's distilled MiniLM peer costs minutes, too long here).
+EXPORTED_PEERS = {
+    "st-psp-en": "st:results/export/sentence-transformers/psp-en",
+    "m2v-psp-en": "m2v:results/export/model2vec/psp-en",
+}
+
+
 @pytest.fixture(scope="module")
 def finished_run(mirror_slice, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("run")
     cfg = workdir / "config.yaml"
-    cfg.write_text(yaml.safe_dump(tiny_config(mirror_slice)))
+    config = tiny_config(mirror_slice)
+    config["evaluation"]["peers"] = list(EXPORTED_PEERS.values())
+    cfg.write_text(yaml.safe_dump(config))
     run_snakemake(["all", "--cores", "2", *config_options(cfg)], workdir)
     return workdir
 
@@ -94,6 +104,39 @@ def test_evaluation_tables(finished_run):
         assert "STS12" in tables
         metrics = json.loads((finished_run / prefix / "metrics.json").read_text())["metrics"]
         assert any(key.startswith("tatoeba") for key in metrics) == ("es-en" in prefix)
+
+
+def test_model_cards_carry_their_figures(finished_run):
+    from psp.evaluate.results import tidy_eval_dir
+    from psp.model_card import split_card
+
+    for model in ("en", "es-en", "untrained/es-en"):
+        card = finished_run / "results/models" / model / "README.md"
+        metadata, body = split_card(card.read_text(encoding="utf-8"), str(card))
+        scores = tidy_eval_dir(finished_run / "results/eval" / model, model=model)
+        stsb = scores.query("benchmark == 'STSB' and task == 'test' and metric == 'pearson'")
+        (result,) = [
+            r for r in metadata["model-index"][0]["results"] if r["dataset"]["type"] == "STSB/test"
+        ]
+        assert result["metrics"][0]["value"] == round(float(stsb["value"].iloc[0]), 2)
+        assert metadata["datasets"] and metadata["license"]
+        assert body.startswith("# " + model.split("/")[-1])
+
+
+def test_exported_peers_score_as_the_model(finished_run):
+    """The English model, exported and loaded by each library, is a peer on the same harness:
+    its STS rows are the model's (cosines >= 0.9999 give the same correlations), and Table 5
+    times it beside our models."""
+    from psp.evaluate.results import tidy_eval_dir
+
+    own = tidy_eval_dir(finished_run / "results/eval/en", model="en").query("benchmark != 'STS17'")
+    for label in EXPORTED_PEERS:
+        peer = tidy_eval_dir(finished_run / "results/eval/peers" / label, model=label)
+        merged = own.merge(peer, on=["benchmark", "task", "metric"], suffixes=("", "_peer"))
+        assert len(merged) == len(own) > 0
+        assert (merged["value"] - merged["value_peer"]).abs().max() < 0.05
+    speed = (finished_run / "results/speed/speed.csv").read_text()
+    assert all(f"\n{label},peer," in speed for label in EXPORTED_PEERS)
 
 
 def test_mining_outputs(finished_run):
