@@ -91,3 +91,10 @@ def test_workflow_schema_has_the_dataclass_keys_and_defaults():
     assert set(train) == set(fields) - {"threads"}  # threads: the rule's
     for key, spec in train.items():
         assert spec["default"] == fields[key], key
+
+
+def test_compare_losses_overrides_only_the_objective_keys():
+    schema = yaml.safe_load(SCHEMA.read_text())["properties"]["compare_losses"]
+    keys = set(schema["properties"]["train"]["propertyNames"]["enum"])
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert keys == {"loss", "margin"} | {name for name in fields if name.startswith("pw_")}
