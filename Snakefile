@@ -39,6 +39,7 @@ include: "rules/evaluate.smk"
 include: "rules/mine.smk"
 include: "rules/speed.smk"
 include: "rules/report.smk"
+include: "rules/compare_losses.smk"
 include: "rules/targets.smk"
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from psp.compare_losses import Training, comparison_section
 from psp.evaluate.sts17 import STS17_COLUMNS
 from psp.evaluate.tables import (
     MISSING,
@@ -520,7 +521,8 @@ class ReportInputs:
 
     ``evals``, ``floors`` and ``peers`` are evaluations' ``metrics.json`` files, their CSVs
     beside; ``languages`` and ``corpora`` map each trained model to its configured languages
-    and corpora; ``speed`` and ``speed_plot`` are Table 5's inputs where the run benchmarks.
+    and corpora; ``speed`` and ``speed_plot`` are Table 5's inputs where the run benchmarks;
+    ``loss_comparison`` the trainings of the objectives compared (:mod:`psp.compare_losses`).
     """
 
     evals: Sequence[Path]
@@ -535,6 +537,7 @@ class ReportInputs:
     corpora: Mapping[str, Sequence[str]] | None = None
     speed: Path | None = None
     speed_plot: Path | None = None
+    loss_comparison: Sequence[Training] = ()
 
     def __post_init__(self) -> None:
         for name in ("evals", "floors", "peers", "train_logs", "mined", "bucc", "data_stats"):
@@ -600,6 +603,7 @@ def write_report(
                 f"![precision-recall of {p.parent.name}]({_rel(p.with_name('pr_curve.png'), base)})\n"
                 for p in inputs.bucc
             ]
+    lines += comparison_section(inputs.loss_comparison)
     if inputs.train_logs:
         lines += _train_section(inputs.train_logs, base)
     if inputs.mined:
