@@ -41,6 +41,7 @@ include: "rules/mine.smk"
 include: "rules/speed.smk"
 include: "rules/export.smk"
 include: "rules/report.smk"
+include: "rules/compare_losses.smk"
 include: "rules/targets.smk"
 
 

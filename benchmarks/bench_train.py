@@ -1,10 +1,11 @@
 """Training speed: lazy row-sparse Adam vs dense Adam, the per-epoch shuffle vs the former block
-order, plus STS-B quality.
+order, the pair-weighting loss vs the margin loss, plus STS-B quality.
 
 One command, one run, same data and hyperparameters for all (dim 1024, batch 128, mega-batch
 100): lazy Adam with the per-epoch permutation (:mod:`psp.train.data`), lazy Adam with the
 former order (contiguous blocks of one capped mega-batch, only the block order permuted per
-epoch: kept here, in :func:`former_order`, as the "before" of the shuffle), and dense Adam. The
+epoch: kept here, in :func:`former_order`, as the "before" of the shuffle), dense Adam, and
+lazy Adam with ``loss: pair_weighting`` (no mega-batch mining; ``--runs`` picks some). The
 data: the es-en bitext of the data mirror (wmt-newstest + un-v1.0-dev-test, ~24k pairs),
 lowercased, a SentencePiece model of 8k pieces, written with ``psp.hdf5.write_pairs``.
 
@@ -20,6 +21,7 @@ Last, the optimizer update alone (CPU ms) for a 8k and a 50k vocabulary: the den
 with the table, the lazy one with the rows a minibatch uses.
 
     python benchmarks/bench_train.py [--data ../shared/data] [--epochs 2] [--threads 2]
+        [--runs lazy,pair_weighting]
 """
 
 from __future__ import annotations
@@ -95,6 +97,21 @@ def former_order() -> Iterator[None]:
         mock.patch("psp.train.loop.EpochStream", BlockStream),
     ):
         yield
+
+
+#: ``--runs`` key: the run's name, its data order and its training keys.
+RUNS = {
+    "lazy": ("lazy sparse Adam", contextlib.nullcontext, {}),
+    "former_order": ("lazy, former order", former_order, {}),
+    "dense": ("dense Adam", contextlib.nullcontext, {"sparse": False}),
+    "pair_weighting": ("pair-weighting loss", contextlib.nullcontext, {"loss": "pair_weighting"}),
+}
+#: Ratio lines printed when both runs took place: label, numerator, denominator.
+RATIOS = (
+    ("per-epoch shuffle / former order", "lazy sparse Adam", "lazy, former order"),
+    ("speed-up lazy/dense", "lazy sparse Adam", "dense Adam"),
+    ("pair-weighting / margin loss", "pair-weighting loss", "lazy sparse Adam"),
+)
 
 
 def prepare(data: Path, out: Path) -> tuple[Path, Path, int]:
@@ -191,6 +208,12 @@ def main() -> None:
     )
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--runs",
+        type=lambda text: text.split(","),
+        default=list(RUNS),
+        help=f"comma-separated runs among {','.join(RUNS)} (default: all)",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench_train.") as tmp:
@@ -199,19 +222,15 @@ def main() -> None:
         h5, spm, n = prepare(args.data, tmp)
         print(f"data: {n} pairs, spm 8k, prepared in {time.perf_counter() - t0:.0f}s")
         results = {}
-        runs = (
-            ("lazy sparse Adam", True, contextlib.nullcontext),
-            ("lazy, former order", True, former_order),
-            ("dense Adam", False, contextlib.nullcontext),
-        )
-        for name, sparse, order in runs:
+        for key in args.runs:
+            name, order, keys = RUNS[key]
             cfg = TrainConfig(
                 epochs=args.epochs,
                 anneal=1,
-                sparse=sparse,
                 threads=args.threads,
                 log_every=10,
                 checkpoint_every=10**9,
+                **keys,
             )
             clock = StepClock()
             start, load = time.perf_counter(), os.getloadavg()[0]
@@ -228,18 +247,17 @@ def main() -> None:
                 f"{os.getloadavg()[0]:.1f} | STS-B Spearman dev {sts['dev']:.1f} "
                 f"test {sts['test']:.1f}"
             )
+            between = "read+embed+mine" if cfg.loss == "margin" else "read"
             print(
-                f"{'':>18}  per mega-batch: read+embed+mine {rate['mine_wall_s']:.2f}s wall "
+                f"{'':>18}  per mega-batch: {between} {rate['mine_wall_s']:.2f}s wall "
                 f"({rate['mine_cpu_s']:.2f} CPU-s), 100 steps {rate['steps_wall_s']:.2f}s wall "
                 f"({rate['steps_cpu_s']:.2f} CPU-s)"
             )
-        for label, base in (
-            ("per-epoch shuffle / former order", "lazy, former order"),
-            ("speed-up lazy/dense", "dense Adam"),
-        ):
+        for label, top, base in RATIOS:
+            if top not in results or base not in results:
+                continue
             wall, cpu = (
-                results["lazy sparse Adam"][k] / results[base][k]
-                for k in ("pairs_per_wall_s", "pairs_per_cpu_s")
+                results[top][k] / results[base][k] for k in ("pairs_per_wall_s", "pairs_per_cpu_s")
             )
             print(f"{label}: {wall:.2f}x wall, {cpu:.2f}x per CPU-second")
         print(

@@ -163,6 +163,11 @@ def check_references(config: dict) -> None:
                 f"models.{name}.filters.langid: {bitext[0]} gives this paraphrase model pairs with "
                 "a non-English side, which the language filter would remove; set langid: false"
             )
+    for model in config.get("compare_losses", {}).get("models", []):
+        if model not in models:
+            raise ConfigError(
+                f"compare_losses.models: unknown model {model!r}; known: {', '.join(models)}"
+            )
     for section in ("mining", "bucc"):
         for pair, spec in config.get(section, {}).items():
             model = spec["model"]

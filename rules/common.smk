@@ -284,7 +284,73 @@ def get_report_inputs():
         "spm_stats": [f"results/spm/{model}.stats.json" for model in MODELS],
         "speed": "results/speed/speed.csv",
         "speed_plot": "results/speed/speed_quality.png",
+        **get_compare_inputs(),
     }
+
+
+# ---- training objectives compared (opt-in target compare_losses) --------------------------
+
+COMPARE_LOSSES = config["compare_losses"]
+
+
+def get_compare_train(model):
+    """The second training's keys: the model's own with compare_losses.train on top."""
+    return MODELS[model].get("train", {}) | COMPARE_LOSSES["train"]
+
+
+def get_compare_bucc_inputs(wildcards):
+    """A BUCC task's inputs with the model of its second training."""
+    model = BUCC_PAIRS[wildcards.bucc]["model"]
+    return get_bucc_inputs(wildcards) | model_files(
+        f"results/compare_losses/models/{model}"
+    )
+
+
+def _compare_trainings():
+    """(output prefix, model, objective, BUCC pairs) of both trainings of each compared model."""
+    for model in COMPARE_LOSSES["models"]:
+        pairs = [pair for pair, spec in BUCC_PAIRS.items() if spec["model"] == model]
+        first = MODELS[model].get("train", {}).get("loss", "margin")
+        second = get_compare_train(model).get("loss", "margin")
+        if second == first:
+            second += " (compare_losses.train)"
+        yield "results", model, first, pairs
+        yield "results/compare_losses", model, second, pairs
+
+
+def get_compare_inputs():
+    """The report's inputs of the comparison (none while compare_losses.models is empty)."""
+    trainings = list(_compare_trainings())
+    return {
+        "compare_evals": [
+            f"{pre}/eval/{model}/metrics.json" for pre, model, _, _ in trainings
+        ],
+        "compare_logs": [
+            f"{pre}/train/{model}/train_log.tsv" for pre, model, _, _ in trainings
+        ],
+        "compare_bucc": [
+            f"{pre}/bucc/{pair}/bucc.json"
+            for pre, _, _, pairs in trainings
+            for pair in pairs
+        ],
+    }
+
+
+def get_compare_params():
+    """What psp.compare_losses.trainings needs besides the paths."""
+    return [
+        {"model": model, "objective": objective, "n_bucc": len(pairs)}
+        for _, model, objective, pairs in _compare_trainings()
+    ]
+
+
+def get_compare_losses_target(wildcards):
+    if not COMPARE_LOSSES["models"]:
+        raise WorkflowError(
+            "compare_losses.models is empty: list the models to compare, e.g. "
+            "--configfile configs/compare_losses.yaml (docs/training.md)"
+        )
+    return ["results/report.md"]
 
 
 def get_final_output():

@@ -18,5 +18,6 @@ rule report:
     params:
         languages={model: spec["languages"] for model, spec in MODELS.items()},
         corpora={model: spec["corpora"] for model, spec in MODELS.items()},
+        loss_comparison=get_compare_params(),
     script:
         "../workflow_scripts/write_report.py"

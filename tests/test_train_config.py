@@ -36,6 +36,10 @@ def test_unknown_config_key_is_named():
         ("select_best", "yes", "true or false"),
         ("epochs", True, "a whole number >= 1"),
         ("device", 0, "a string"),
+        ("loss", "hinge", "one of margin, pair_weighting"),
+        ("pw_lambda", 1.0, r"a number in \[-1, 1\)"),
+        ("pw_beta", 0, "a finite number > 0"),
+        ("pw_negatives", "same_side", "one of both, other_side"),
     ],
 )
 def test_out_of_range_values_are_refused_naming_key_and_source(key, value, expected):
@@ -60,6 +64,8 @@ def test_every_key_has_a_flag_with_the_config_default():
     base = ["train", "--h5", __file__, "--spm", __file__, "--model-dir", "m", "--work-dir", "w"]
     args = parser.parse_args([*base, "--grad-clip", "none", "--no-select-best", "--anneal", "7"])
     assert (args.grad_clip, args.select_best, args.anneal) == (None, False, 7)
+    args = parser.parse_args([*base, "--loss", "pair_weighting", "--pw-lambda", "-0.2"])
+    assert (args.loss, args.pw_lambda) == ("pair_weighting", -0.2)
     assert not hasattr(args, "margin")  # not given: the config file's value stays
 
 
@@ -68,6 +74,7 @@ def test_every_key_has_a_flag_with_the_config_default():
     [
         ("--anneal", "0", "expected a whole number >= 1, got '0'"),
         ("--margin", "x", "expected a finite number >= 0, got 'x'"),
+        ("--loss", "hinge", "expected one of margin, pair_weighting, got 'hinge'"),
     ],
 )
 def test_bad_flag_values_stop_with_a_usage_error(flag, value, message, capsys):
@@ -84,3 +91,10 @@ def test_workflow_schema_has_the_dataclass_keys_and_defaults():
     assert set(train) == set(fields) - {"threads"}  # threads: the rule's
     for key, spec in train.items():
         assert spec["default"] == fields[key], key
+
+
+def test_compare_losses_overrides_only_the_objective_keys():
+    schema = yaml.safe_load(SCHEMA.read_text())["properties"]["compare_losses"]
+    keys = set(schema["properties"]["train"]["propertyNames"]["enum"])
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert keys == {"loss", "margin"} | {name for name in fields if name.startswith("pw_")}

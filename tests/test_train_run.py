@@ -8,6 +8,7 @@ import gzip
 import json
 import shutil
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -16,7 +17,14 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from psp.io import InputError, atomic_open
-from psp.train import TrainConfig, has_checkpoint, margin_loss, mine_negatives, train
+from psp.train import (
+    TrainConfig,
+    has_checkpoint,
+    margin_loss,
+    mine_negatives,
+    train,
+    train_step,
+)
 
 N_TRAIN, N_HELD = 3000, 512
 
@@ -99,19 +107,54 @@ def test_training_improves_held_out_loss_and_retrieval(tiny, tmp_path):
     assert (tmp_path / "work" / "learning_curve.png").stat().st_size > 1000
 
 
-def test_first_step_same_for_sparse_and_dense_adam(tiny, tmp_path):
+def test_pair_weighting_training_improves_held_out_retrieval(tiny, tmp_path):
+    from psp.model import PSPModel, load
+
+    cfg = tiny_config(epochs=5, loss="pair_weighting")
+    init = PSPModel.from_spm(tiny["spm"], dim=cfg.dim, seed=cfg.seed)
+    before = held_out_quality(init, tiny["held"])
+    out = train(cfg, tiny["h5"], tiny["spm"], tmp_path / "model", tmp_path / "work")
+    after = held_out_quality(load(out), tiny["held"])
+    assert after["accuracy"] > before["accuracy"] + 0.05, (before, after)
+    provenance = json.loads((out / "config.json").read_text())["provenance"]
+    assert provenance["train_config"]["loss"] == "pair_weighting"
+
+
+def test_both_objectives_train_on_the_same_minibatches(tiny, tmp_path):
+    """The loss changes neither the per-epoch permutation nor how it is cut into minibatches."""
+    from psp.train import loop
+
+    seen = {}
+    for loss in ("margin", "pair_weighting"):
+        seen[loss] = []
+
+        def recording(table, optimizer, batch, pairs, cfg, generator, _seen=seen[loss]):
+            _seen.append((batch.src.select(pairs).ids, batch.tgt.select(pairs).ids))
+            return train_step(table, optimizer, batch, pairs, cfg, generator)
+
+        with mock.patch.object(loop, "train_step", recording):
+            run(tiny, tmp_path / loss, tiny_config(loss=loss))
+    assert len(seen["margin"]) == len(seen["pair_weighting"]) > 150
+    for (src_a, tgt_a), (src_b, tgt_b) in zip(seen["margin"], seen["pair_weighting"]):
+        assert torch.equal(src_a, src_b) and torch.equal(tgt_a, tgt_b)
+
+
+@pytest.mark.parametrize("loss", ["margin", "pair_weighting"])
+def test_first_step_same_for_sparse_and_dense_adam(tiny, tmp_path, loss):
     runs = {}
     for sparse in (True, False):
-        cfg = tiny_config(sparse=sparse, max_steps=1)
+        cfg = tiny_config(sparse=sparse, max_steps=1, loss=loss)
         runs[sparse] = weights(
             train(cfg, tiny["h5"], tiny["spm"], tmp_path / f"m{sparse}", tmp_path / f"w{sparse}")
         )
     torch.testing.assert_close(runs[True], runs[False], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("crash_at", [33, 130])  # mid-epoch 0 and mid-epoch 1 (~94 steps each)
-def test_interrupted_and_resumed_run_ends_with_identical_parameters(tiny, tmp_path, crash_at):
-    cfg = tiny_config(dropout=0.1, checkpoint_every=7)
+@pytest.mark.parametrize(  # mid-epoch 0 and mid-epoch 1 (~94 steps each)
+    ("crash_at", "loss"), [(33, "margin"), (130, "margin"), (130, "pair_weighting")]
+)
+def test_interrupted_and_resumed_run_ends_with_identical_parameters(tiny, tmp_path, crash_at, loss):
+    cfg = tiny_config(dropout=0.1, checkpoint_every=7, loss=loss)
     straight = weights(train(cfg, tiny["h5"], tiny["spm"], tmp_path / "a", tmp_path / "wa"))
 
     def crash(step: int) -> None:
@@ -161,7 +204,9 @@ def test_incompatible_checkpoint_is_discarded(tiny, tmp_path):
     assert not (tmp_path / "w" / "checkpoints").exists()
 
 
-@pytest.mark.parametrize("change", [{"lr": 5e-4}, {"margin": 0.3}, {"dropout": 0.1}])
+@pytest.mark.parametrize(
+    "change", [{"lr": 5e-4}, {"margin": 0.3}, {"dropout": 0.1}, {"loss": "pair_weighting"}]
+)
 def test_a_finished_run_of_other_hyperparameters_is_trained_again(tiny, tmp_path, change):
     """A workflow reruns training when its params change. Resuming the finished checkpoint
     would export the old parameters under the new config's provenance."""
@@ -270,9 +315,10 @@ def test_cli_train_selects_on_stsb_dev_by_default(tiny, tmp_path, shared_data, c
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_train_on_cuda(tiny, tmp_path):
+@pytest.mark.parametrize("loss", ["margin", "pair_weighting"])
+def test_train_on_cuda(tiny, tmp_path, loss):
     out = train(
-        tiny_config(device="cuda", epochs=1),
+        tiny_config(device="cuda", epochs=1, loss=loss),
         tiny["h5"],
         tiny["spm"],
         tmp_path / "m",

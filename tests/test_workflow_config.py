@@ -38,3 +38,9 @@ def test_bitext_model_is_named_after_its_languages(config):
     config["models"]["es_en"] = config["models"].pop("es-en")
     with pytest.raises(ConfigError, match=r"models\.es_en: a bitext model is named after"):
         check_references(config)
+
+
+def test_compared_models_must_be_configured(config):
+    config["compare_losses"] = {"models": ["es-en", "pt-en"]}
+    with pytest.raises(ConfigError, match=r"compare_losses\.models: unknown model 'pt-en'"):
+        check_references(config)

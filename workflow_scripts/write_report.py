@@ -1,5 +1,6 @@
 """Rule report: results/report.md, results.md and tables/results.csv from every other rule's outputs."""
 
+from psp.compare_losses import trainings
 from psp.report import ReportInputs, write_report
 from psp.workflow_runtime import setup
 
@@ -20,6 +21,12 @@ write_report(
         corpora=snakemake.params.corpora,
         speed=inputs.speed,
         speed_plot=inputs.speed_plot,
+        loss_comparison=trainings(
+            snakemake.params.loss_comparison,
+            inputs.compare_evals,
+            inputs.compare_logs,
+            inputs.compare_bucc,
+        ),
     ),
     page_path=snakemake.output.page,
     results_path=snakemake.output.results,

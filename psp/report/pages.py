@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from psp.compare_losses import Training, comparison_section
 from psp.evaluate.results import collect_results
 from psp.evaluate.score_tables import score_tables
 from psp.evaluate.tables import Table, render, select
@@ -43,7 +44,8 @@ class ReportInputs:
 
     ``evals``, ``floors`` and ``peers`` are evaluations' ``metrics.json`` files, their CSVs
     beside; ``languages`` and ``corpora`` map each trained model to its configured languages
-    and corpora; ``speed`` and ``speed_plot`` are Table 5's inputs where the run benchmarks.
+    and corpora; ``speed`` and ``speed_plot`` are Table 5's inputs where the run benchmarks;
+    ``loss_comparison`` the trainings of the objectives compared (:mod:`psp.compare_losses`).
     """
 
     evals: Sequence[Path]
@@ -59,6 +61,7 @@ class ReportInputs:
     corpora: Mapping[str, Sequence[str]] | None = None
     speed: Path | None = None
     speed_plot: Path | None = None
+    loss_comparison: Sequence[Training] = ()
 
     def __post_init__(self) -> None:
         for name in ("evals", "floors", "peers", "train_logs", "mined", "bucc", "data_stats"):
@@ -118,6 +121,7 @@ def write_report(
 
     lines = ["# psp-mine report", "", "## Evaluation", "", FLOOR_NOTE, "", *note]
     lines += render(groups, level=2, base=base)
+    lines += comparison_section(inputs.loss_comparison)
     if inputs.train_logs:
         lines += training_section(inputs.train_logs, base)
     if inputs.mined:

@@ -5,10 +5,13 @@ The method (Wieting et al.): for a pair ``(s, t)`` the loss is
 (source) of the mega-batch most similar to ``s`` (``t``), its own partner excluded. A mega-batch
 is ``M`` minibatches, embedded once under ``no_grad`` with the parameters at its start; ``M``
 grows by one every ``anneal`` minibatches up to ``megabatch_size`` and is never reset.
+``loss: pair_weighting`` trains with the multi-similarity loss over each minibatch instead
+(:mod:`~psp.train.losses`), on the same data order and with the same sparse updates.
 
 One module per concern: :mod:`~psp.train.config` (hyperparameters), :mod:`~psp.train.data`
 (the per-epoch shuffle read from HDF5), :mod:`~psp.train.bags` (ragged sentences),
 :mod:`~psp.train.ops` (pooling and loss with hand-written backward passes),
+:mod:`~psp.train.losses` (the objectives: this margin loss or the pair-weighting loss),
 :mod:`~psp.train.negatives` (mining), :mod:`~psp.train.step` (one sparse update),
 :mod:`~psp.train.checkpoint`, :mod:`~psp.train.log`, :mod:`~psp.train.selection` (best epoch)
 and :mod:`~psp.train.loop` (the :class:`Trainer` and :func:`train`).
@@ -21,6 +24,7 @@ from psp.train.checkpoint import TrainState, has_checkpoint
 from psp.train.config import TrainConfig, megabatch_size_at
 from psp.train.data import EpochOrder, EpochStream, plan_megabatches
 from psp.train.loop import Trainer, train
+from psp.train.losses import MarginLoss, PairWeightingLoss, loss_for, pair_weighting_loss
 from psp.train.negatives import mine_negatives
 from psp.train.ops import embed_bags, margin_loss, pool
 from psp.train.step import MinedMegabatch, train_step, unique_rows
@@ -29,16 +33,20 @@ __all__ = [
     "Bags",
     "EpochOrder",
     "EpochStream",
+    "MarginLoss",
     "MinedMegabatch",
+    "PairWeightingLoss",
     "TrainConfig",
     "TrainState",
     "Trainer",
     "concat_bags",
     "embed_bags",
     "has_checkpoint",
+    "loss_for",
     "margin_loss",
     "megabatch_size_at",
     "mine_negatives",
+    "pair_weighting_loss",
     "plan_megabatches",
     "pool",
     "train",

@@ -20,7 +20,8 @@ from psp.config_keys import reject_unknown_keys
 @dataclass(frozen=True)
 class Spec:
     """What one key accepts: ``kind`` values in ``[low, high)`` (``low`` excluded when
-    ``low_open``), or ``None`` when ``nullable``."""
+    ``low_open``), one of ``choices`` for a string that names an option, or ``None`` when
+    ``nullable``."""
 
     kind: type
     help: str
@@ -28,10 +29,13 @@ class Spec:
     high: float | None = None
     low_open: bool = False
     nullable: bool = False
+    choices: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.kind is bool:
             text = "true or false"
+        elif self.choices:
+            text = f"one of {', '.join(self.choices)}"
         elif self.kind is str:
             text = "a string"
         elif self.high is not None:
@@ -45,6 +49,8 @@ class Spec:
     def in_range(self, value: Any) -> bool:
         if value is None:
             return self.nullable
+        if self.choices:
+            return value in self.choices
         if self.kind is bool or self.kind is str:
             return isinstance(value, self.kind)
         if isinstance(value, bool) or not isinstance(
@@ -88,7 +94,42 @@ class TrainConfig:
 
     dim: int = _key(1024, int, "embedding dimension", low=1)
     batch_size: int = _key(128, int, "pairs per minibatch", low=2)
-    margin: float = _key(0.4, float, "hinge margin delta", low=0)
+    loss: str = _key(
+        "margin",
+        str,
+        "objective: margin (P-SP: hardest mega-batch negative under a margin) or "
+        "pair_weighting (multi-similarity: every informative pair of the minibatch, weighted)",
+        choices=("margin", "pair_weighting"),
+    )
+    margin: float = _key(0.4, float, "hinge margin delta of the margin loss", low=0)
+    pw_alpha: float = _key(
+        2.0, float, "pair_weighting: scale alpha of the positive pairs' term", low=0, low_open=True
+    )
+    pw_beta: float = _key(
+        50.0, float, "pair_weighting: scale beta of the negative pairs' term", low=0, low_open=True
+    )
+    pw_lambda: float = _key(
+        0.0,
+        float,
+        "pair_weighting: cosine lambda at which a pair's weight turns (positives below it and "
+        "negatives above it weigh most)",
+        low=-1,
+        high=1,
+    )
+    pw_epsilon: float = _key(
+        0.1,
+        float,
+        "pair_weighting: mining margin epsilon: a negative counts when its cosine is above the "
+        "positive's minus epsilon, a positive when below the hardest negative's plus epsilon",
+        low=0,
+    )
+    pw_negatives: str = _key(
+        "both",
+        str,
+        "pair_weighting: a sentence's negatives: every other sentence of the minibatch (both) "
+        "or those of the other side only (other_side)",
+        choices=("both", "other_side"),
+    )
     megabatch_size: int = _key(100, int, "cap of the mega-batch, in minibatches", low=1)
     anneal: int = _key(150, int, "minibatches between mega-batch size increments", low=1)
     epochs: int = _key(25, int, "passes over the training pairs", low=1)
@@ -143,7 +184,13 @@ class TrainConfig:
     RESUME_FIXED = (
         "dim",
         "batch_size",
+        "loss",
         "margin",
+        "pw_alpha",
+        "pw_beta",
+        "pw_lambda",
+        "pw_epsilon",
+        "pw_negatives",
         "megabatch_size",
         "anneal",
         "lr",

@@ -3,7 +3,8 @@ minibatch, with checkpoints, a log, per-epoch evaluation and the export of the m
 
 Reads like a textbook loop: :meth:`Trainer.run` walks epochs, :meth:`Trainer.train_epoch`
 walks the epoch's mega-batches (read in the background), :meth:`Trainer.train_megabatch` mines
-negatives and takes the steps, :meth:`Trainer.end_epoch` evaluates and keeps the best epoch.
+negatives (for the margin loss) and takes the steps, :meth:`Trainer.end_epoch` evaluates and
+keeps the best epoch.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from psp.train.checkpoint import Checkpointer, TrainState, data_identity, save_t
 from psp.train.config import TrainConfig, megabatch_size_at
 from psp.train.data import EpochOrder, EpochStream, plan_megabatches, prefetched
 from psp.train.log import TrainLog, plot_learning_curve
+from psp.train.losses import loss_for
 from psp.train.negatives import mine_negatives
 from psp.train.ops import embed_bags
 from psp.train.selection import Evaluator, improves, primary_score
@@ -132,10 +134,11 @@ class Trainer:
         cfg, state = self.cfg, self.state
         t0 = time.perf_counter()
         megabatch = megabatch_size_at(state.step, cfg.anneal, cfg.megabatch_size)
-        negatives = mine_negatives(
-            embed_bags(self.table, src), embed_bags(self.table, tgt), cfg.mine_block
-        )
-        batch = MinedMegabatch(src, tgt, *negatives)
+        batch = MinedMegabatch(src, tgt)
+        if loss_for(cfg).mines_negatives:
+            batch.neg_tgt, batch.neg_src = mine_negatives(
+                embed_bags(self.table, src), embed_bags(self.table, tgt), cfg.mine_block
+            )
         with torch_threads(cfg.step_threads if self.device.type == "cpu" else None):
             for lo in range(0, len(src), cfg.batch_size):
                 pairs = torch.arange(lo, min(len(src), lo + cfg.batch_size), device=self.device)

@@ -1,9 +1,9 @@
 """One minibatch update on the few thousand table rows the minibatch uses.
 
 The gradient of a minibatch lives on those rows, so the step gathers them once
-(``index_select``), pools them, back-propagates into that small block and hands
-``(rows, grad)`` and the gathered rows to a row-sparse Adam (:mod:`psp.optim`), which updates
-them in one fused pass and writes them back.
+(``index_select``), pools them, back-propagates the objective's loss (:mod:`psp.train.losses`)
+into that small block and hands ``(rows, grad)`` and the gathered rows to a row-sparse Adam
+(:mod:`psp.optim`), which updates them in one fused pass and writes them back.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import torch
 
 from psp.optim import DenseAdam, LazyAdam
-from psp.train.bags import Bags, concat_bags
+from psp.train.bags import Bags
 from psp.train.config import TrainConfig
-from psp.train.ops import margin_loss, pool
+from psp.train.losses import loss_for
+from psp.train.ops import pool
 
 
 @contextlib.contextmanager
@@ -45,12 +46,13 @@ def unique_rows(ids: torch.Tensor, vocab: int) -> tuple[torch.Tensor, torch.Tens
 
 @dataclass
 class MinedMegabatch:
-    """A mega-batch's pairs and, for each pair, the row of its hardest negative on each side."""
+    """A mega-batch's pairs and, for each pair, the row of its hardest negative on each side
+    (``None`` for an objective that mines none)."""
 
     src: Bags
     tgt: Bags
-    neg_tgt: torch.Tensor
-    neg_src: torch.Tensor
+    neg_tgt: torch.Tensor | None = None
+    neg_src: torch.Tensor | None = None
 
 
 def train_step(
@@ -61,21 +63,18 @@ def train_step(
     cfg: TrainConfig,
     generator: torch.Generator | None = None,
 ) -> float:
-    """One minibatch update on mega-batch ``pairs`` with their mined negatives; returns the loss.
+    """One minibatch update on mega-batch ``pairs`` under ``cfg.loss``; returns the loss.
 
-    Only the unique rows used by the minibatch (its pairs and their negatives) take part in
-    autograd, so the gradient comes out coalesced, ``(rows, dim)``; clipping on it sees the
-    same norm a dense gradient would have.
+    Only the unique rows used by the minibatch (its pairs, and their mined negatives for the
+    margin loss) take part in autograd, so the gradient comes out coalesced, ``(rows, dim)``;
+    clipping on it sees the same norm a dense gradient would have.
     """
-    b = len(pairs)
-    sources = batch.src.select(torch.cat([pairs, batch.neg_src[pairs]]))
-    targets = batch.tgt.select(torch.cat([pairs, batch.neg_tgt[pairs]]))
-    both = concat_bags([sources, targets])
-    rows, local = unique_rows(both.ids, len(table))
+    objective = loss_for(cfg)
+    sentences = objective.sentences(batch, pairs)
+    rows, local = unique_rows(sentences.ids, len(table))
     block = table.index_select(0, rows).requires_grad_()
-    emb = pool(block, Bags(local, both.offsets), cfg.dropout, generator)
-    s, s_neg, t, t_neg = emb.split(b)
-    loss = margin_loss(s, t, t_neg, s_neg, cfg.margin)
+    emb = pool(block, Bags(local, sentences.offsets), cfg.dropout, generator)
+    loss = objective(emb, len(pairs))
     loss.backward()
     grad = block.grad
     if cfg.grad_clip is not None:

@@ -71,6 +71,21 @@ def test_default_config_targets(tmp_path, mirror_slice):
         assert "Nothing to be done" not in out
 
 
+def test_compare_losses_is_opt_in(tmp_path, mirror_slice):
+    mirror = f"mirror={mirror_slice}"
+    assert "train_compare_losses" not in job_counts(dry_run(tmp_path, "all", "--config", mirror))
+    proc = run_snakemake(["compare_losses", "-n", "--config", mirror], tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "compare_losses.models is empty" in proc.stdout + proc.stderr
+    overlay = str(REPO / "configs/compare_losses.yaml")
+    out = dry_run(tmp_path, "compare_losses", "--configfile", overlay, "--config", mirror)
+    counts = job_counts(out)
+    assert counts["train_compare_losses"] == counts["evaluate_compare_losses"] == 3
+    assert counts["evaluate_bucc_compare_losses"] == 2 and counts["train_model"] == 8  # no en
+    assert "results/compare_losses/models/ar-en/embeddings.safetensors" in out
+    assert "results/compare_losses/bucc/es-en/bucc.json" in out
+
+
 def test_config_typo_is_named(tmp_path):
     cfg = write_config(tmp_path / "bad.yaml", REPO / "config.yaml", mirorr="x")
     proc = run_snakemake(["all", "-n", "--configfile", str(cfg)], tmp_path, check=False)

@@ -33,6 +33,8 @@ def tiny_config(mirror) -> dict:
     }
     config["bucc"]["es-en"]["max_distractors"] = 150
     config["speed"] = {"sentences": 2000}
+    # es-en trained a second time with the pair-weighting loss, compared in the report
+    config["compare_losses"] = {"models": ["es-en"], "train": {"loss": "pair_weighting"}}
     return config
 
 
@@ -162,6 +164,20 @@ def test_report_gathers_everything(finished_run):
     speed = finished_run / "results/speed"
     assert "![speed against quality](speed/speed_quality.png)" in report
     assert (speed / "speed_quality.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_second_objective_trained_evaluated_and_compared(finished_run):
+    second = finished_run / "results/compare_losses"
+    provenance = json.loads((second / "models/es-en/config.json").read_text())["provenance"]
+    first = json.loads((finished_run / "results/models/es-en/config.json").read_text())
+    assert provenance["train_config"]["loss"] == "pair_weighting"
+    assert first["provenance"]["train_config"]["loss"] == "margin"
+    assert provenance["h5"] == first["provenance"]["h5"]  # the same pairs
+    assert provenance["epochs"] == first["provenance"]["epochs"] == 2
+    assert 0.0 <= json.loads((second / "bucc/es-en/bucc.json").read_text())["test"]["f1"] <= 1
+    report = (finished_run / "results/report.md").read_text()
+    section = report.split("## Training objectives compared", 1)[1].split("\n## ", 1)[0]
+    assert "| es-en   | margin " in section and "| es-en   | pair_weighting " in section
 
 
 def test_mismatched_bitext_fails_cleanly(mirror_slice, tmp_path):
