@@ -126,7 +126,7 @@ def export_model(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, li
 
     Every file is written atomically; the card comes last, so a directory with a card is whole.
     """
-    from psp.inference import read_model_dir
+    from psp.model_dir import read_model_dir
     from psp.model_card import export_card
 
     if library not in LIBRARIES:

@@ -48,7 +48,7 @@ def compare_ids(model_dir: str | os.PathLike, tokenizer, lines: Sequence[str]) -
     """
     import sentencepiece
 
-    from psp.inference import read_model_dir
+    from psp.model_dir import read_model_dir
     from psp.spm import normalise
 
     config, encoder, _ = read_model_dir(model_dir)
@@ -76,7 +76,7 @@ def compare_ids(model_dir: str | os.PathLike, tokenizer, lines: Sequence[str]) -
 
 def psp_vectors(model_dir: str | os.PathLike, lines: Sequence[str]) -> np.ndarray:
     """``psp embed``'s rows for ``lines`` (the same code path, without the file)."""
-    from psp.inference import load_table_model
+    from psp.pooling import load_table_model
 
     model = load_table_model(model_dir)
     ids, offsets = model.encoder.encode(list(lines))
