@@ -206,12 +206,12 @@ def check_downloadable(source_id: str, config: dict) -> None:
     reproduces them: their fetch jobs could only fail, after everything before them had run.
     The error names every such set the config reads, and the fix.
     """
-    if SOURCES[source_id].format != "github-raw":
+    if not SOURCES[source_id].mirror_only:
         return
     needed = [
         f"{key}: {ref}"
         for key, ref in config_refs(config)
-        if is_mirror_ref(ref) and SOURCES[source_of(ref)].format == "github-raw"
+        if is_mirror_ref(ref) and SOURCES[source_of(ref)].mirror_only
     ]
     raise ConfigError(
         f"mirror is null, but {source_id} exists only in a data mirror (see its SOURCES.md), "
