@@ -100,7 +100,7 @@ def filter_config(spec: dict) -> dict:
     return dict(spec.get("filters", {}))
 
 
-def eval_plan(evaluation: dict, languages: list[str] | None) -> dict:
+def eval_sets(evaluation: dict, languages: list[str] | None) -> dict:
     """What an embedder is evaluated on: every configured set its languages cover.
 
     ``languages=None`` (a peer) means every configured set.
@@ -117,14 +117,14 @@ def eval_plan(evaluation: dict, languages: list[str] | None) -> dict:
     }
 
 
-def eval_files(root: Path, plan: dict) -> list[Path]:
-    """The evaluation files an eval plan (see :func:`eval_plan`) reads from a mirror."""
+def eval_files(root: Path, sets: dict) -> list[Path]:
+    """The files the evaluation sets of :func:`eval_sets` read from a mirror."""
     files = []
-    if plan["sts"]:
+    if sets["sts"]:
         files += [root / out for ref in ("sts/en", "sts/stsb") for out in SOURCES[ref].outputs]
-    if plan["sts17"]:
-        files += [root / "sts" / "sts17" / f"{track}.tsv" for track in plan["sts17"]]
-    for lang in plan["tatoeba"]:
+    if sets["sts17"]:
+        files += [root / "sts" / "sts17" / f"{track}.tsv" for track in sets["sts17"]]
+    for lang in sets["tatoeba"]:
         code = tatoeba_code(lang)[1]
         files += [root / "tatoeba" / f"tatoeba.{code}-eng.{side}" for side in (code, "eng")]
     return files

@@ -31,13 +31,13 @@ def split_pair(line: str, where: str) -> tuple[str, str]:
     return fields[0], fields[1]
 
 
-def score_lines(model, spec: str, out, batch_size: int, threads: int) -> int:
-    """Score every line of ``spec`` into the text stream ``out``; returns the number of pairs."""
+def score_lines(model, path: str, out, batch_size: int, threads: int) -> int:
+    """Score every line of ``path`` into the text stream ``out``; returns the number of pairs."""
     import numpy as np
 
     from psp.pooling import row_cosines
 
-    name = "<stdin>" if spec == STDIN else spec
+    name = "<stdin>" if path == STDIN else path
     pooled = [np.empty((batch_size, model.dim), dtype=np.float32) for _ in range(2)]
     pairs = 0
 
@@ -59,7 +59,7 @@ def score_lines(model, spec: str, out, batch_size: int, threads: int) -> int:
         out.writelines(f"{line}\t{cos:.6f}\n" for line, cos in zip(lines, cosines))
         pairs += n
 
-    overlapped(map(encode, iter_input_batches(spec, batch_size)), pool_and_write)
+    overlapped(map(encode, iter_input_batches(path, batch_size)), pool_and_write)
     out.flush()  # here, so a reader that went away shows up as BrokenPipeError (see psp.cli)
     return pairs
 
