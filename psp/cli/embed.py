@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from psp.cli.options import input_file_or_stdin, positive_int
+from psp.cli.options import add_model_stream_arguments
 from psp.cli.streaming import default_threads, iter_input_batches, overlapped
 from psp.io import atomic_path
 
@@ -104,20 +104,11 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help=HELP, description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="model directory")
-    parser.add_argument(
-        "--input",
-        required=True,
-        type=input_file_or_stdin,
-        help="UTF-8 text, one sentence per line (.gz ok, - for stdin)",
-    )
-    parser.add_argument("--output", required=True, help="output .npy (float32, one row per line)")
-    parser.add_argument("--batch-size", type=positive_int, default=8192, help="sentences per batch")
-    parser.add_argument(
-        "--threads",
-        type=positive_int,
-        default=None,
-        help="CPU threads (default: all this process may use)",
+    add_model_stream_arguments(
+        parser,
+        input_help="UTF-8 text, one sentence per line (.gz ok, - for stdin)",
+        output_help="output .npy (float32, one row per line)",
+        batch_help="sentences per batch",
     )
     parser.add_argument("--float16", action="store_true", help="store float16 rows (half the size)")
     parser.set_defaults(func=run)

@@ -16,7 +16,7 @@ import argparse
 import contextlib
 import sys
 
-from psp.cli.options import input_file_or_stdin, positive_int
+from psp.cli.options import add_model_stream_arguments
 from psp.cli.streaming import STDIN, default_threads, iter_input_batches, overlapped
 from psp.io import InputError, atomic_open
 
@@ -81,19 +81,10 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help=HELP, description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="model directory")
-    parser.add_argument(
-        "--input",
-        required=True,
-        type=input_file_or_stdin,
-        help="sent1<TAB>sent2 lines (.gz ok, - for stdin)",
-    )
-    parser.add_argument("--output", required=True, help="input lines + <TAB>cosine (- for stdout)")
-    parser.add_argument("--batch-size", type=positive_int, default=8192, help="pairs per batch")
-    parser.add_argument(
-        "--threads",
-        type=positive_int,
-        default=None,
-        help="CPU threads (default: all this process may use)",
+    add_model_stream_arguments(
+        parser,
+        input_help="sent1<TAB>sent2 lines (.gz ok, - for stdin)",
+        output_help="input lines + <TAB>cosine (- for stdout)",
+        batch_help="pairs per batch",
     )
     parser.set_defaults(func=run)
