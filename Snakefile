@@ -26,8 +26,8 @@ wildcard_constraints:
     peer=_alternatives(PEERS),
     side="src|tgt",
     shard=r"\d+",
-    qshard=r"\d+",
-    dshard=r"\d+",
+    src_shard=r"\d+",
+    tgt_shard=r"\d+",
     source=r"[\w.-]+",
 
 

@@ -5,7 +5,7 @@ In process, the baseline, run on the same model, embeds the way the original
 ``embed_sentences.py`` does: batches of 32, per-sentence lowercasing and ``EncodeAsPieces``, a
 Python dict lookup per piece (unknown pieces dropped, an empty sentence → the unknown row), padding
 to the longest sentence, a padded ``nn.Embedding`` lookup and a length-masked mean. Both produce the
-same vectors (checked below); the ratio is what batching + ``embedding_bag`` buys.
+same vectors (checked below); the ratio is what batching and one sparse product per block buy.
 
 Single-thread rates are reported as wall-clock and as process CPU time, timed by
 :func:`psp.evaluate.timing.timed` like every speed figure of the project (the evaluation harness,
@@ -200,13 +200,15 @@ def previous_command(
     command: str, model_dir: str, input_path: str, output: str, *, batch_size: int
 ):
     """``psp embed`` / ``psp score`` before they dropped torch, with ``--threads 1``: the model
-    loaded by ``psp.load`` and pooled by torch, the input read a line at a time."""
+    loaded by ``psp.load`` and pooled by torch's ``embedding_bag`` (the library pools with
+    :func:`psp.pooling.mean_pool` now), the input read a line at a time."""
     import torch
 
     from psp.cli.embed import embed_lines
     from psp.cli.score import score_lines
     from psp.io import iter_batches
     from psp.model import load
+    from psp.pooling import zero_textless
 
     torch.set_num_threads(1)
     model = load(model_dir)
@@ -218,7 +220,16 @@ def previous_command(
 
         @staticmethod
         def pool(ids, offsets, out, threads):
-            return model.pool(ids, offsets, out)
+            with torch.inference_mode():
+                out[:] = torch.nn.functional.embedding_bag(
+                    torch.from_numpy(ids).long(),
+                    model.embedding.weight,
+                    torch.from_numpy(offsets).long(),
+                    mode="mean",
+                    include_last_offset=True,
+                ).numpy()
+            zero_textless(model.encoder.textless_ids, ids, offsets, out)
+            return out
 
     batches = (
         (batch[0][0], [text for _, text in batch])

@@ -40,7 +40,7 @@ from unittest import mock
 import numpy as np
 
 from psp.corpora import iter_pairs
-from psp.filters import FilterConfig, filter_pairs, normalize
+from psp.filters import FilterConfig, clean_text, filter_pairs
 from psp.filters import language as language_module
 from psp.filters.dedup import SeenHashes, hash64
 from psp.filters.language import LangidCheck, LanguageIdentifier
@@ -102,7 +102,7 @@ def bitext_side(lang: str, n: int) -> list[str]:
         with gzip.open(path, "rt", encoding="utf-8") as handle:
             lines.extend(handle)
     step = max(1, len(lines) // n)
-    return [text for text in map(normalize, lines[::step][:n]) if text]
+    return [text for text in map(clean_text, lines[::step][:n]) if text]
 
 
 def identify_in_chunks(identifier, texts: list[str]) -> tuple[np.ndarray, np.ndarray, float]:
@@ -152,7 +152,7 @@ def russian_filter_figures() -> None:
     for code in ("rus", "ukr", "bul", "bel", "mkd", "srp", "kaz", "mon", "eng"):
         pair = "rus" if code == "eng" else code
         with open(DATA / "tatoeba" / f"tatoeba.{pair}-eng.{code}", encoding="utf-8") as handle:
-            records = [(text,) for text in map(normalize, handle) if text]
+            records = [(text,) for text in map(clean_text, handle) if text]
         shares = "  ".join(
             f"{name} {np.mean(check(records)):6.1%}" for name, check in checks.items()
         )

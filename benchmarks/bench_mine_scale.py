@@ -178,7 +178,7 @@ def job_index_shard(out: Path, args, side: str, shard: int, nprobe: int):
     )
 
 
-def job_knn_shard_pair(out: Path, args, qshard: int, dshard: int, nprobe: int, ivf: bool):
+def job_knn_shard_pair(out: Path, args, src_shard: int, tgt_shard: int, nprobe: int, ivf: bool):
     from psp.mine.index import indexed_shard
     from psp.mine.knn import knn_shard_pair
     from psp.mine.plan import load_plan
@@ -187,17 +187,17 @@ def job_knn_shard_pair(out: Path, args, qshard: int, dshard: int, nprobe: int, i
     if ivf:
         src_index, tgt_index = (
             indexed_shard(out / f"{side}.{shard}.faiss", out / f"{side}.{shard}.{nprobe}.lists.npz")
-            for side, shard in (("src", qshard), ("tgt", dshard))
+            for side, shard in (("src", src_shard), ("tgt", tgt_shard))
         )
     knn_shard_pair(
-        out / f"src.{qshard}.npy",
-        out / f"tgt.{dshard}.npy",
+        out / f"src.{src_shard}.npy",
+        out / f"tgt.{tgt_shard}.npy",
         load_plan(out / "src.plan.json"),
         load_plan(out / "tgt.plan.json"),
-        qshard,
-        dshard,
+        src_shard,
+        tgt_shard,
         args.k,
-        out / f"knn.{nprobe}.{qshard}.{dshard}.npz",
+        out / f"knn.{nprobe}.{src_shard}.{tgt_shard}.npz",
         src_index=src_index,
         tgt_index=tgt_index,
     )
@@ -325,7 +325,7 @@ def job_outputs(out: Path, name: str, nprobe: int, params: dict) -> list[Path]:
         base = f"{params['side']}.{params['shard']}"
         return [out / f"{base}.faiss", out / f"{base}.{nprobe}.lists.npz"]
     if name == "knn_shard_pair":
-        return [out / f"knn.{nprobe}.{params['qshard']}.{params['dshard']}.npz"]
+        return [out / f"knn.{nprobe}.{params['src_shard']}.{params['tgt_shard']}.npz"]
     return []
 
 
@@ -354,7 +354,9 @@ def pipeline(out: Path, args, n_shards: int, nprobe: int, ivf: bool, trained: bo
             [{"side": side, "shard": s} for side in ("src", "tgt") for s in range(n_shards)],
         )
     grid = [
-        {"qshard": s, "dshard": t, "ivf": ivf} for s in range(n_shards) for t in range(n_shards)
+        {"src_shard": s, "tgt_shard": t, "ivf": ivf}
+        for s in range(n_shards)
+        for t in range(n_shards)
     ]
     stage("knn_shard_pair", grid)
     stage("score_mined", [{"n_shards": n_shards}])

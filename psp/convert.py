@@ -26,7 +26,6 @@ requires it: unpickling executes code from the file, so convert only checkpoints
 from __future__ import annotations
 
 import datetime
-import hashlib
 import logging
 import os
 from pathlib import Path
@@ -36,7 +35,7 @@ import sentencepiece as spm
 import torch
 
 import psp
-from psp.io import InputError
+from psp.io import InputError, sha256_file
 from psp.model import ModelConfig, PSPModel
 from psp.spm import PieceEncoder
 
@@ -147,7 +146,7 @@ def convert_original(
         languages=[],
         provenance={
             "converted_from": ckpt.name,
-            "checkpoint_sha256": _sha256(ckpt),
+            "checkpoint_sha256": sha256_file(ckpt),
             "original_args": _json_args(args),
             "pieces_missing_from_checkpoint": len(absent),
             "checkpoint_pieces_dropped": len(dropped),
@@ -160,11 +159,3 @@ def convert_original(
     model.save(out_dir, float16=float16)
     log.info("wrote %s: %d pieces x %d dims", out_dir, encoder.vocab_size, dim)
     return model.eval()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -1,18 +1,16 @@
 """The P-SP model: a sentence is the mean of its SentencePiece piece embeddings.
 
-Everything a model needs lives in one directory, with no pickle anywhere:
-
-- ``config.json``: :class:`ModelConfig` (dimension, vocabulary size, lowercasing, truncation,
-  languages, provenance), enough to rebuild the architecture before reading any weight;
-- ``sentencepiece.model``: the tokenizer; its sha256 is recorded in the config, so a model dir whose
-  tokenizer was swapped for another one fails to load instead of silently embedding garbage;
-- ``embeddings.safetensors``: one tensor ``embedding.weight`` of shape ``(vocab_size, dim)`` where
-  row ``i`` is SentencePiece id ``i`` (float32, or float16 to halve the file; loading upcasts).
+:class:`PSPModel` is the trainable, torch form: the tokenizer and an ``nn.Embedding`` whose weight
+the trainer updates in place. Its directory on disk (``config.json``, ``sentencepiece.model``,
+``embeddings.safetensors``) is defined in :mod:`psp.model_dir`; its pooling at inference is
+:func:`psp.pooling.mean_pool`, the one ``psp embed`` and ``psp score`` use, so the library and the
+command line give the same bits. Training pools through :func:`psp.train.ops.pool` instead (an
+autograd function; see :mod:`psp.pooling` for how the two are held equal).
 
 Inference speed is the point of the method (it has no encoder network), so :meth:`PSPModel.embed`
 keeps per-sentence Python to the lowercasing inside :class:`psp.spm.PieceEncoder`: one batched
-SentencePiece call, vectorised unknown-dropping, then one ``F.embedding_bag(mode="mean")`` over
-flat ids and offsets. Unlike a padded encoder it never pads, so it does not sort by length.
+SentencePiece call, vectorised unknown-dropping, then one sparse product per block over flat ids
+and offsets. Unlike a padded encoder it never pads, so it does not sort by length.
 """
 
 from __future__ import annotations
@@ -26,26 +24,19 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from safetensors.torch import save_file
 from torch import nn
 from tqdm.auto import tqdm
 
 import psp
-from psp.inference import (
+from psp.model_dir import (
     CONFIG_NAME,
-    FORMAT_VERSION,
-    POOL_BLOCK_BYTES,
     SPM_NAME,
-    WEIGHT_KEY,
     WEIGHTS_NAME,
     ModelConfig,
-    _normalize_rows,
     read_model_dir,
-    row_cosines,
-    zero_textless,
+    write_model_dir,
 )
-from psp.io import atomic_path
+from psp.pooling import mean_pool, normalize_rows, row_cosines
 from psp.spm import PieceEncoder
 
 __all__ = [
@@ -68,7 +59,6 @@ class PSPModel(nn.Module):
         config: the architecture.
         encoder: the :class:`~psp.spm.PieceEncoder` whose ids index ``embedding``; its vocabulary
             size must equal ``config.vocab_size``.
-        sparse: give ``embedding`` sparse gradients (for training with a sparse optimizer).
         weight: initial ``(vocab_size, dim)`` table, taken as is (no copy); ``None`` draws
             N(0, 1) rows from torch's global generator (see :meth:`from_spm` for a seeded one).
 
@@ -82,7 +72,6 @@ class PSPModel(nn.Module):
         self,
         config: ModelConfig,
         encoder: PieceEncoder,
-        sparse: bool = False,
         weight: torch.Tensor | None = None,
     ) -> None:
         super().__init__()
@@ -97,7 +86,7 @@ class PSPModel(nn.Module):
             )
         self.config = config
         self.encoder = encoder
-        self.embedding = nn.Embedding(config.vocab_size, config.dim, sparse=sparse, _weight=weight)
+        self.embedding = nn.Embedding(config.vocab_size, config.dim, _weight=weight)
 
     @property
     def dim(self) -> int:
@@ -116,7 +105,6 @@ class PSPModel(nn.Module):
         languages: Sequence[str] = (),
         lowercase: bool = True,
         max_pieces: int | None = None,
-        sparse: bool = False,
         provenance: dict | None = None,
     ) -> PSPModel:
         """A fresh, untrained model over a SentencePiece vocabulary.
@@ -145,27 +133,7 @@ class PSPModel(nn.Module):
         )
         generator = torch.Generator().manual_seed(seed)
         weight = torch.randn(config.vocab_size, dim, generator=generator)
-        return cls(config, encoder, sparse=sparse, weight=weight)
-
-    def forward(self, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        """Mean-pool piece embeddings of sentences laid out flat.
-
-        Args:
-            ids: 1-D piece ids of all sentences back to back (int32 or int64).
-            offsets: 1-D, ``n + 1`` entries: sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``
-                (the layout of :meth:`PieceEncoder.encode` and the training HDF5).
-
-        Returns:
-            ``(n, dim)`` sentence embeddings (differentiable: training calls this too).
-        """
-        return F.embedding_bag(
-            ids.to(offsets.dtype),
-            self.embedding.weight,
-            offsets,
-            mode="mean",
-            sparse=self.embedding.sparse,
-            include_last_offset=True,
-        )
+        return cls(config, encoder, weight=weight)
 
     def embed(
         self,
@@ -218,43 +186,27 @@ class PSPModel(nn.Module):
         finally:
             torch.set_num_threads(previous)
         if normalize:
-            _normalize_rows(out)
+            normalize_rows(out, out=out)
         return out[0] if single else out
 
     def _embed_batch(self, sentences: Sequence[str], out: np.ndarray, threads: int) -> None:
         """Encode ``sentences`` in one call, then pool them into ``out``."""
         ids, offsets = self.encoder.encode(sentences, num_threads=threads)
-        self.pool(ids, offsets, out)
+        self.pool(ids, offsets, out, threads)
 
-    def pool(self, ids: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> np.ndarray:
+    def pool(
+        self, ids: np.ndarray, offsets: np.ndarray, out: np.ndarray, threads: int = 1
+    ) -> np.ndarray:
         """Mean-pool encoded sentences (:meth:`PieceEncoder.encode`'s layout) into ``out``.
 
         The second half of :meth:`embed`, public so a caller can tokenise the next batch in
-        another thread while this one pools (SentencePiece and torch both release the GIL).
-
-        Pooling in blocks of at most ``POOL_BLOCK_BYTES`` of output keeps each temporary below
-        glibc's 32 MiB mmap ceiling, so its memory is recycled from the heap; one 8192 x 1024
-        float32 block (32 MiB) would be mapped and page-faulted afresh every batch (measured on
-        113k news sentences: 116k minor page faults with one block per batch, 24k with blocks).
-
-        A sentence with no known piece pools to the zero vector (see
-        :func:`psp.inference.zero_textless`). :class:`psp.inference.TableModel` pools the same
-        table to the same bits without torch.
+        another thread while this one pools (SentencePiece and scipy both release the GIL). It
+        is :func:`psp.pooling.mean_pool` on the CPU copy of the table (the weight itself on the
+        CPU): a sentence with no known piece pools to the zero vector.
         """
-        n = len(offsets) - 1
-        ids_t, offsets_t = torch.from_numpy(ids), torch.from_numpy(offsets)
-        step = max(1, POOL_BLOCK_BYTES // (4 * self.dim))
-        with torch.inference_mode():
-            for start in range(0, n, step):
-                stop = min(start + step, n)
-                first, last = int(offsets[start]), int(offsets[stop])
-                pooled = self(
-                    ids_t[first:last].to(self.device),
-                    (offsets_t[start : stop + 1] - first).to(self.device),
-                )
-                out[start:stop] = pooled.float().cpu().numpy()
-        zero_textless(self.encoder, ids, offsets, out)
-        return out
+        table = self.embedding.weight.detach().to("cpu", torch.float32).numpy()
+        textless = self.encoder.textless_ids
+        return mean_pool(table, ids, offsets, out, textless_ids=textless, threads=threads)
 
     def score(
         self,
@@ -279,32 +231,18 @@ class PSPModel(nn.Module):
         return cosine[0] if single else cosine
 
     def save(self, directory: str | os.PathLike, float16: bool = False) -> Path:
-        """Write the model directory; each file is written atomically, ``config.json`` last.
+        """Write the model directory (:func:`psp.model_dir.write_model_dir`).
 
         ``float16`` halves the weight file; :func:`load` upcasts to float32, so embeddings change
         by float16 rounding only (relative error ~5e-4 per component).
         """
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         weight = self.embedding.weight.detach().to(
             "cpu", torch.float16 if float16 else torch.float32
         )
-        with atomic_path(directory / WEIGHTS_NAME) as tmp:
-            # One metadata key: safetensors writes several in a random order (safetensors issue
-            # #584), and the same parameters must give the same bytes, so checksums compare runs.
-            save_file(
-                {WEIGHT_KEY: weight.contiguous()},
-                str(tmp),
-                metadata={"psp_format_version": str(FORMAT_VERSION)},
-            )
-        with atomic_path(directory / SPM_NAME) as tmp:
-            tmp.write_bytes(self.encoder.model_bytes)
         config = dataclasses.replace(
             self.config, provenance={**self.config.provenance, "spm_sha256": self.encoder.sha256}
         )
-        with atomic_path(directory / CONFIG_NAME) as tmp:
-            tmp.write_text(config.to_json(), encoding="utf-8")
-        return directory
+        return write_model_dir(directory, config, self.encoder.model_bytes, weight.numpy())
 
 
 def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> PSPModel:
@@ -312,7 +250,7 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> PSPMode
 
     Every problem (a missing file, a tokenizer that is not the one the config records, a weight
     table of the wrong shape) raises :class:`~psp.io.InputError` naming the file (see
-    :func:`psp.inference.read_model_dir`, which ``psp embed`` uses without torch).
+    :func:`psp.model_dir.read_model_dir`, which ``psp embed`` uses without torch).
     """
     config, encoder, table = read_model_dir(path)
     model = PSPModel(config, encoder, weight=torch.from_numpy(table))

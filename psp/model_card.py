@@ -237,7 +237,7 @@ def write_model_card(
     untrained: bool = False,
 ) -> Path:
     """Write ``model_dir/README.md`` from its ``config.json`` and its evaluation's CSVs."""
-    from psp.inference import CONFIG_NAME, ModelConfig
+    from psp.model_dir import CONFIG_NAME, ModelConfig
 
     model_dir = Path(model_dir)
     config_file = model_dir / CONFIG_NAME

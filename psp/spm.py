@@ -2,12 +2,12 @@
 
 P-SP represents a sentence as the mean of its SentencePiece piece embeddings, so the exact id
 sequence a sentence maps to must be the same when the training HDF5 is written and when a trained
-model embeds text. :class:`PieceEncoder` is that single path: :func:`normalise` (lowercase, delete
+model embeds text. :class:`PieceEncoder` is that single path: :func:`model_text` (lowercase, delete
 Unicode format characters), encode, drop unknown pieces, map a sentence with no piece of text left
 to ``[unk_id]``, truncate. It returns flat ids plus offsets (the ``nn.EmbeddingBag`` layout) and
 does its post-processing in vectorised numpy because it sits on the hot path of embedding.
 
-Models are unigram, trained on the :func:`normalise`-d text of both sides of a bitext, with id 0
+Models are unigram, trained on the :func:`model_text` text of both sides of a bitext, with id 0
 reserved for ``<unk>`` and no padding, BOS or EOS pieces: every other id is a real piece with its
 own embedding row. An unknown character is dropped, so a model must know every character that
 carries meaning: :func:`spm_settings` gives alphabetic scripts full character coverage and makes
@@ -41,7 +41,7 @@ __all__ = [
     "format_characters",
     "heldout_corpora",
     "iter_pair_lines",
-    "normalise",
+    "model_text",
     "spm_settings",
     "train_spm",
     "train_spm_from_pairs",
@@ -125,12 +125,12 @@ def _format_char_table() -> dict[int, None]:
 
 
 def format_characters() -> list[int]:
-    """The code points :func:`normalise` deletes (category Cf), in order: what another tokenizer
+    """The code points :func:`model_text` deletes (category Cf), in order: what another tokenizer
     built from a model (``psp export``) must delete too."""
     return sorted(_format_char_table())
 
 
-def normalise(sentences: Sequence[str], lowercase: bool = True) -> list[str]:
+def model_text(sentences: Sequence[str], lowercase: bool = True) -> list[str]:
     """Lowercase and delete Unicode format characters (category Cf): the text a model sees.
 
     Format characters steer rendering, not words: a soft hyphen (U+00AD) or zero-width space
@@ -177,7 +177,7 @@ def train_spm(
     byte_fallback: bool = False,
     required_chars: str = "",
 ) -> Path:
-    """Train a unigram SentencePiece model on :func:`normalise`-d ``sentences``; write it atomically.
+    """Train a unigram SentencePiece model on the :func:`model_text` of ``sentences``; write it atomically.
 
     Pass the text of both languages of a bitext: the model (and so the embedding table) is shared.
     ``input_sentence_size`` caps how many sentences the trainer keeps (a uniform reservoir sample
@@ -204,7 +204,7 @@ def train_spm(
         # keep the original (an InputError naming file:line) to re-raise it.
         try:
             for batch in iter_batches(sentences, _ENCODE_BATCH):
-                yield from normalise(batch)
+                yield from model_text(batch)
         except BaseException as err:
             raised.append(err)
             raise
@@ -318,7 +318,7 @@ class PieceEncoder:
         """
         if isinstance(sentences, str):
             raise TypeError("encode() takes a list of sentences, not a single string")
-        texts = normalise(sentences, self.lowercase)
+        texts = model_text(sentences, self.lowercase)
         kwargs = {} if num_threads is None else {"num_threads": num_threads}
         parts = [
             _flatten(
@@ -340,7 +340,7 @@ class PieceEncoder:
     def unknown_stats(self, sentences: Iterable[str], top: int = 20) -> dict:
         """What :meth:`encode` loses of ``sentences``: the characters it drops as unknown.
 
-        Characters are counted in the :func:`normalise`-d text, whitespace left out (it is never
+        Characters are counted in the :func:`model_text` text, whitespace left out (it is never
         unknown); an unknown character is one SentencePiece maps to ``<unk>``, which
         :meth:`encode` drops. With byte fallback nothing is dropped and
         ``byte_fallback_chars`` counts the characters spelled as byte pieces instead.
@@ -356,7 +356,7 @@ class PieceEncoder:
         unknown: Counter[str] = Counter()
         lines = chars = lines_with_unknown = byte_chars = 0
         for batch in iter_batches(sentences, _ENCODE_BATCH):
-            texts = normalise(batch, self.lowercase)
+            texts = model_text(batch, self.lowercase)
             lines += len(texts)
             chars += sum(len("".join(text.split())) for text in texts)
             for text, ids in zip(texts, self._sp.encode(texts, out_type=int), strict=True):

@@ -100,7 +100,7 @@ def filter_config(spec: dict) -> dict:
     return dict(spec.get("filters", {}))
 
 
-def eval_plan(evaluation: dict, languages: list[str] | None) -> dict:
+def eval_sets(evaluation: dict, languages: list[str] | None) -> dict:
     """What an embedder is evaluated on: every configured set its languages cover.
 
     ``languages=None`` (a peer) means every configured set.
@@ -117,14 +117,14 @@ def eval_plan(evaluation: dict, languages: list[str] | None) -> dict:
     }
 
 
-def eval_files(root: Path, plan: dict) -> list[Path]:
-    """The evaluation files an eval plan (see :func:`eval_plan`) reads from a mirror."""
+def eval_files(root: Path, sets: dict) -> list[Path]:
+    """The files the evaluation sets of :func:`eval_sets` read from a mirror."""
     files = []
-    if plan["sts"]:
+    if sets["sts"]:
         files += [root / out for ref in ("sts/en", "sts/stsb") for out in SOURCES[ref].outputs]
-    if plan["sts17"]:
-        files += [root / "sts" / "sts17" / f"{track}.tsv" for track in plan["sts17"]]
-    for lang in plan["tatoeba"]:
+    if sets["sts17"]:
+        files += [root / "sts" / "sts17" / f"{track}.tsv" for track in sets["sts17"]]
+    for lang in sets["tatoeba"]:
         code = tatoeba_code(lang)[1]
         files += [root / "tatoeba" / f"tatoeba.{code}-eng.{side}" for side in (code, "eng")]
     return files
@@ -206,12 +206,12 @@ def check_downloadable(source_id: str, config: dict) -> None:
     reproduces them: their fetch jobs could only fail, after everything before them had run.
     The error names every such set the config reads, and the fix.
     """
-    if SOURCES[source_id].format != "github-raw":
+    if not SOURCES[source_id].mirror_only:
         return
     needed = [
         f"{key}: {ref}"
         for key, ref in config_refs(config)
-        if is_mirror_ref(ref) and SOURCES[source_of(ref)].format == "github-raw"
+        if is_mirror_ref(ref) and SOURCES[source_of(ref)].mirror_only
     ]
     raise ConfigError(
         f"mirror is null, but {source_id} exists only in a data mirror (see its SOURCES.md), "

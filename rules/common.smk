@@ -53,7 +53,7 @@ def get_corpus_inputs(wildcards):
 
 
 def get_eval_data_inputs(wildcards):
-    return [str(path) for path in wc.eval_files(DATA_ROOT, get_eval_params(wildcards))]
+    return [str(path) for path in wc.eval_files(DATA_ROOT, get_eval_sets(wildcards))]
 
 
 def get_fetch_inputs(source_id):
@@ -94,12 +94,12 @@ def get_filter_params(wildcards):
     }
 
 
-def get_eval_params(wildcards):
+def get_eval_sets(wildcards):
     """Tracks and Tatoeba languages the model covers; peers are evaluated on everything configured."""
     languages = (
         MODELS[wildcards.model]["languages"] if "model" in wildcards.keys() else None
     )
-    return wc.eval_plan(config["evaluation"], languages)
+    return wc.eval_sets(config["evaluation"], languages)
 
 
 def export_outputs(library, prefix):
@@ -212,10 +212,10 @@ def get_side_shards(wildcards, side):
 def get_knn_parts(wildcards):
     n = MINE_PAIRS[wildcards.pair]["shards"]
     return expand(
-        "results/mine/work/{pair}/knn/{qshard}.{dshard}.npz",
+        "results/mine/work/{pair}/knn/{src_shard}.{tgt_shard}.npz",
         pair=wildcards.pair,
-        qshard=range(n),
-        dshard=range(n),
+        src_shard=range(n),
+        tgt_shard=range(n),
     )
 
 

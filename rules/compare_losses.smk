@@ -35,7 +35,7 @@ use rule evaluate_model as evaluate_compare_losses with:
     benchmark:
         "results/benchmarks/evaluate_compare_losses/{model}.tsv"
     params:
-        plan=get_eval_params,
+        eval_sets=get_eval_sets,
 
 
 use rule evaluate_bucc as evaluate_bucc_compare_losses with:

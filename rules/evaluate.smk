@@ -26,7 +26,7 @@ rule evaluate_model:
     resources:
         mem_mb=4000,
     params:
-        plan=get_eval_params,
+        eval_sets=get_eval_sets,
     script:
         "../workflow_scripts/evaluate.py"
 
@@ -48,7 +48,7 @@ use rule evaluate_model as evaluate_untrained with:
     benchmark:
         "results/benchmarks/evaluate_untrained/{model}.tsv"
     params:
-        plan=get_eval_params,
+        eval_sets=get_eval_sets,
 
 
 use rule evaluate_model as evaluate_peer with:
@@ -64,5 +64,5 @@ use rule evaluate_model as evaluate_peer with:
     benchmark:
         "results/benchmarks/evaluate_peer/{peer}.tsv"
     params:
-        plan=get_eval_params,
+        eval_sets=get_eval_sets,
         peer=lambda wildcards: PEERS[wildcards.peer],

@@ -96,18 +96,18 @@ rule index_shard:
 rule knn_shard_pair:
     input:
         unpack(get_mine_plans),
-        src="results/mine/work/{pair}/emb/src.{qshard}.npy",
-        tgt="results/mine/work/{pair}/emb/tgt.{dshard}.npy",
-        src_index="results/mine/work/{pair}/index/src.{qshard}.faiss",
-        src_lists="results/mine/work/{pair}/index/src.{qshard}.lists.npz",
-        tgt_index="results/mine/work/{pair}/index/tgt.{dshard}.faiss",
-        tgt_lists="results/mine/work/{pair}/index/tgt.{dshard}.lists.npz",
+        src="results/mine/work/{pair}/emb/src.{src_shard}.npy",
+        tgt="results/mine/work/{pair}/emb/tgt.{tgt_shard}.npy",
+        src_index="results/mine/work/{pair}/index/src.{src_shard}.faiss",
+        src_lists="results/mine/work/{pair}/index/src.{src_shard}.lists.npz",
+        tgt_index="results/mine/work/{pair}/index/tgt.{tgt_shard}.faiss",
+        tgt_lists="results/mine/work/{pair}/index/tgt.{tgt_shard}.lists.npz",
     output:
-        knn=temp("results/mine/work/{pair}/knn/{qshard}.{dshard}.npz"),
+        knn=temp("results/mine/work/{pair}/knn/{src_shard}.{tgt_shard}.npz"),
     log:
-        "results/logs/knn_shard_pair/{pair}.{qshard}.{dshard}.log",
+        "results/logs/knn_shard_pair/{pair}.{src_shard}.{tgt_shard}.log",
     benchmark:
-        "results/benchmarks/knn_shard_pair/{pair}.{qshard}.{dshard}.tsv"
+        "results/benchmarks/knn_shard_pair/{pair}.{src_shard}.{tgt_shard}.tsv"
     conda:
         "../envs/psp.yaml"
     threads: 2

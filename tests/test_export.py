@@ -120,7 +120,7 @@ def test_unknown_pieces_keep_the_direction_and_scale_the_norm(tiny_model, tmp_pa
     from model2vec import StaticModel
     from sentence_transformers import SentenceTransformer
 
-    from psp.inference import load_table_model
+    from psp.pooling import load_table_model
 
     sentences = ["the ж court said ж ж", "жжж ж"]
     psp_model = load_table_model(tiny_model)
@@ -197,7 +197,7 @@ def test_tokenizer_refuses_what_it_cannot_reproduce(news, tmp_path):
 
 def test_format_characters_are_deleted_as_psp_deletes_them(tiny_model):
     tokenizer = build_tokenizer((tiny_model / "sentencepiece.model").read_bytes(), lowercase=True)
-    from psp.inference import load_table_model
+    from psp.pooling import load_table_model
 
     encoder = load_table_model(tiny_model).encoder
     text = "The\u00ad Court\u200b said\ufeff  SOME\u200dthing \U000e0041 ok"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from psp.corpora import RawPair
-from psp.filters import REASONS, FilterConfig, filter_pairs, filter_sentences, normalize
+from psp.filters import REASONS, FilterConfig, clean_text, filter_pairs, filter_sentences
 from psp.filters.dedup import SeenHashes
 from psp.filters.language import LangidCheck, LanguageIdentifier, load_identifier
 from psp.filters.text import ngram_overlap, prepare_sentence, tokens
@@ -54,12 +54,12 @@ NOTHING = dict(
 # ---------------------------------------------------------------- text
 
 
-def test_normalize_nfc_whitespace_bom_and_case_kept():
+def test_clean_text_nfc_whitespace_bom_and_case_kept():
     decomposed = "Cafe\u0301"
-    assert normalize(decomposed) == "Caf\u00e9"
-    assert normalize("\ufeff  a\u00a0\u00a0b\t c\u2028d \n") == "a b c d"
-    assert normalize("The CAT") == "The CAT"
-    assert normalize(" \t\u3000") == ""
+    assert clean_text(decomposed) == "Caf\u00e9"
+    assert clean_text("\ufeff  a\u00a0\u00a0b\t c\u2028d \n") == "a b c d"
+    assert clean_text("The CAT") == "The CAT"
+    assert clean_text(" \t\u3000") == ""
 
 
 def test_prepare_sentence_reasons():
@@ -265,7 +265,7 @@ def bitext_side(root, lang: str, n: int) -> list[str]:
         with gzip.open(path, "rt", encoding="utf-8") as handle:
             lines.extend(handle)
     step = max(1, len(lines) // n)
-    return [text for text in map(normalize, lines[::step][:n]) if text]
+    return [text for text in map(clean_text, lines[::step][:n]) if text]
 
 
 @pytest.mark.parametrize("lang", SIDE_LANGUAGES)
@@ -280,7 +280,7 @@ def test_langid_accuracy_on_bitext_sides(shared_data, identifier, lang):
 def tatoeba_side(root, code: str) -> list[str]:
     path = root / "tatoeba" / f"tatoeba.{code}-eng.{code}"
     with open(path, encoding="utf-8") as handle:
-        return [text for text in map(normalize, handle) if text]
+        return [text for text in map(clean_text, handle) if text]
 
 
 def test_langid_alphabet_rule_keeps_russian_drops_its_neighbours(shared_data):

@@ -27,8 +27,8 @@ def saved(model, tmp_path_factory):
 
 
 def manual_mean(model: PSPModel, sentence: str) -> np.ndarray:
-    """Mean of the table rows of the sentence's ids, computed independently of embedding_bag
-    (zero for a sentence with no known piece)."""
+    """Mean of the table rows of the sentence's ids, computed independently of
+    :func:`psp.pooling.mean_pool` (zero for a sentence with no known piece)."""
     ids, _ = model.encoder.encode([sentence])
     if np.isin(ids, model.encoder.textless_ids).all():
         return np.zeros(model.dim, dtype=np.float32)
@@ -85,18 +85,6 @@ def test_num_threads_restored(model, news):
     before = torch.get_num_threads()
     model.embed(news[:10], num_threads=1)
     assert torch.get_num_threads() == before
-
-
-def test_forward_matches_embed_and_trains_sparse(spm_path, news):
-    model = PSPModel.from_spm(spm_path, DIM, seed=0, sparse=True)
-    ids, offsets = model.encoder.encode(news[:5])
-    pooled = model(torch.from_numpy(ids), torch.from_numpy(offsets))
-    np.testing.assert_allclose(pooled.detach().numpy(), model.embed(news[:5]), rtol=1e-6)
-    pooled.sum().backward()
-    grad = model.embedding.weight.grad
-    assert grad.is_sparse
-    touched = set(grad.coalesce().indices()[0].tolist())
-    assert touched == set(ids.tolist())
 
 
 def test_from_spm_seeded(spm_path):

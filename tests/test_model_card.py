@@ -50,7 +50,7 @@ def test_mixed_licences_and_an_untrained_floor(tiny_model, evaluated):
 
 
 def test_export_card_keeps_the_figures_and_swaps_the_library(tiny_model, evaluated):
-    from psp.inference import load_table_model
+    from psp.pooling import load_table_model
 
     eval_dir, _ = evaluated
     source = write_model_card(tiny_model, corpora=["bitext/es-en/ntrex128"], eval_dir=eval_dir)

@@ -20,7 +20,7 @@ from psp.spm import (
     PieceEncoder,
     heldout_corpora,
     iter_pair_lines,
-    normalise,
+    model_text,
     spm_settings,
     train_spm,
     train_spm_from_pairs,
@@ -272,20 +272,20 @@ def test_format_characters_change_nothing(tmp_path):
     """Same model trained with and without format characters, and the same ids encoded."""
     sentences = synthetic_sentences(1500, seed=6)
     sprinkled = sprinkle(sentences)
-    assert normalise(sprinkled) == [s.lower() for s in sentences]
+    assert model_text(sprinkled) == [s.lower() for s in sentences]
     plain = train_spm(sentences, tmp_path / "plain.model", vocab_size=150)
     noisy = train_spm(sprinkled, tmp_path / "noisy.model", vocab_size=150)
     assert plain.read_bytes() == noisy.read_bytes()
     enc = PieceEncoder(plain)
     assert split(*enc.encode(sprinkled)) == split(*enc.encode(sentences))
-    assert normalise(["ǅ\u00ad"], lowercase=False) == ["ǅ"]
+    assert model_text(["ǅ\u00ad"], lowercase=False) == ["ǅ"]
 
 
 def test_unknown_stats_counts_what_encode_drops(tiny_model, tmp_path):
     enc = PieceEncoder(tiny_model)
     lines = ["abc 日本 def", "ABC", "日 b 本 日", "", "chip\u00adhop"]
     stats = enc.unknown_stats(lines, top=2)
-    chars = sum(len(s.replace(" ", "")) for s in normalise(lines))
+    chars = sum(len(s.replace(" ", "")) for s in model_text(lines))
     assert stats == {
         "lines": 5,
         "chars": chars,

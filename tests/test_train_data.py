@@ -1,4 +1,4 @@
-"""The training data order: the annealed mega-batch plan, a fresh permutation of the pairs every
+"""The training data order: the annealed mega-batch windows, a fresh permutation of the pairs every
 epoch (checked at corpus sizes where the former block order repeated most minibatches), and the
 stream that reads it window by window."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from psp.hdf5 import PairBatch
-from psp.train import EpochOrder, EpochStream, TrainConfig, megabatch_size_at, plan_megabatches
+from psp.train import EpochOrder, EpochStream, TrainConfig, megabatch_size_at, megabatch_windows
 
 BATCH, CAP = 128, 100
 
@@ -17,13 +17,13 @@ def test_megabatch_size_anneals_and_never_resets():
     sizes = [megabatch_size_at(step, anneal=150, cap=100) for step in (0, 149, 150, 299, 300)]
     assert sizes == [1, 1, 2, 2, 3]
     assert megabatch_size_at(10**7, 150, 100) == 100
-    # a plan resumed mid-epoch continues the global schedule
+    # a windows resumed mid-epoch continues the global schedule
     cfg = TrainConfig(batch_size=10, anneal=3, megabatch_size=4)
-    plan = list(plan_megabatches(200, 0, 0, cfg))
-    assert [stop - start for start, stop, _ in plan[:5]] == [10, 10, 10, 20, 20]
-    resumed = list(plan_megabatches(200, plan[3][0], plan[3][2], cfg))
-    assert resumed == plan[3:]
-    assert plan[-1][1] == 200
+    windows = list(megabatch_windows(200, 0, 0, cfg))
+    assert [stop - start for start, stop, _ in windows[:5]] == [10, 10, 10, 20, 20]
+    resumed = list(megabatch_windows(200, windows[3][0], windows[3][2], cfg))
+    assert resumed == windows[3:]
+    assert windows[-1][1] == 200
 
 
 @pytest.mark.parametrize(
@@ -106,9 +106,9 @@ def test_stream_reads_the_order_window_by_window():
     order = EpochOrder(n, 3, 2, window, block)
     stream = EpochStream(reader, order, max_pieces=3)
     cfg = TrainConfig(batch_size=32, megabatch_size=window // 32, anneal=2)
-    plan = list(plan_megabatches(len(stream), 0, 0, cfg))
-    got = [stream.read(start, stop) for start, stop, _ in plan]
-    expected = order.indices(0, plan[-1][1])
+    windows = list(megabatch_windows(len(stream), 0, 0, cfg))
+    got = [stream.read(start, stop) for start, stop, _ in windows]
+    expected = order.indices(0, windows[-1][1])
     src_firsts = np.concatenate([s.ids[s.offsets[:-1]].numpy() for s, _ in got])
     assert np.array_equal(src_firsts, expected)
     assert np.array_equal(np.concatenate([t.ids.numpy() for _, t in got]), -expected)

@@ -3,6 +3,7 @@ gathering, and the lazy vs dense Adam updates."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -54,6 +55,31 @@ def test_pool_gradient_is_embedding_bag_gradient():
     assert torch.autograd.gradcheck(
         lambda t: pool(t, Bags(ids, offsets)), table.clone().requires_grad_()
     )
+
+
+def test_pool_forward_gives_the_inference_pooling_bits(spm_path, news):
+    """Training's pooling (torch, its own backward) and :func:`psp.pooling.mean_pool` (what
+    ``psp.load(dir).embed``, ``psp embed`` and ``psp score`` pool with) are one definition: the
+    same bits for every sentence with a known piece; only inference zeroes the others."""
+    from psp.pooling import mean_pool
+    from psp.spm import PieceEncoder
+
+    encoder = PieceEncoder(spm_path)
+    sentences = [*news[:500], "", "\ua66e\ua66e"]
+    ids, offsets = encoder.encode(sentences)
+    table = torch.randn(encoder.vocab_size, 96, generator=torch.Generator().manual_seed(8))
+    bags = Bags(torch.from_numpy(ids).long(), torch.from_numpy(offsets).long())
+    trained = pool(table, bags).numpy()
+    inferred = mean_pool(
+        table.numpy(),
+        ids,
+        offsets,
+        np.empty_like(trained),
+        textless_ids=encoder.textless_ids,
+        threads=2,
+    )
+    assert np.array_equal(trained[:500], inferred[:500])
+    assert not inferred[500:].any() and trained[500:].any()
 
 
 def test_margin_loss_and_its_gradient_match_autograd_through_cosine_similarity():

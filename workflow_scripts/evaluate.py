@@ -25,16 +25,16 @@ def embedder_spec(inputs, peer: str | None) -> str:
 
 
 setup(snakemake)
-plan = snakemake.params.plan
+sets = snakemake.params.eval_sets
 evaluate_embedder(
     load_embedder(embedder_spec(snakemake.input, snakemake.params.get("peer"))),
-    wc.staged_root(snakemake.input.data, wc.eval_files(Path(), plan)),
+    wc.staged_root(snakemake.input.data, wc.eval_files(Path(), sets)),
     Path(snakemake.output.tables).parent,
-    sts=plan["sts"],
-    sts17_tracks=plan["sts17"],
-    tatoeba_langs=plan["tatoeba"],
+    sts=sets["sts"],
+    sts17_tracks=sets["sts17"],
+    tatoeba_langs=sets["tatoeba"],
 )
-# Every table is an output: one the plan leaves out gets its header and no rows, which
+# Every table is an output: one the sets leave out gets its header and no rows, which
 # psp.evaluate.results reads like an absent table.
 for evaluator in (StsEvaluator, Sts17Evaluator, TatoebaEvaluator):
     table = Path(getattr(snakemake.output, evaluator.table))

@@ -7,8 +7,8 @@ overlaps pooling and writing (see :mod:`psp.cli.streaming`). The file is written
 output and renamed into place at the end, so a crash leaves no truncated array behind.
 
 The command never imports torch (about 2 s of CPU, as long as embedding 100,000 sentences):
-it reads the model with :func:`psp.inference.load_table_model` and pools in scipy, to the same
-bits as ``psp.load(model).embed``.
+it reads the model with :func:`psp.pooling.load_table_model` and pools with
+:func:`psp.pooling.mean_pool`, the code ``psp.load(model).embed`` pools with too.
 
 Example:
     psp embed --model results/models/es-en --input sents.txt --output embs.npy --threads 8
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from psp.cli.options import input_file_or_stdin, positive_int
+from psp.cli.options import add_model_stream_arguments
 from psp.cli.streaming import default_threads, iter_input_batches, overlapped
 from psp.io import atomic_path
 
@@ -91,7 +91,7 @@ def embed_lines(
 
 
 def run(args: argparse.Namespace) -> int:
-    from psp.inference import load_table_model
+    from psp.pooling import load_table_model
 
     model = load_table_model(args.model)
     threads = args.threads or default_threads()
@@ -104,20 +104,11 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help=HELP, description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="model directory")
-    parser.add_argument(
-        "--input",
-        required=True,
-        type=input_file_or_stdin,
-        help="UTF-8 text, one sentence per line (.gz ok, - for stdin)",
-    )
-    parser.add_argument("--output", required=True, help="output .npy (float32, one row per line)")
-    parser.add_argument("--batch-size", type=positive_int, default=8192, help="sentences per batch")
-    parser.add_argument(
-        "--threads",
-        type=positive_int,
-        default=None,
-        help="CPU threads (default: all this process may use)",
+    add_model_stream_arguments(
+        parser,
+        input_help="UTF-8 text, one sentence per line (.gz ok, - for stdin)",
+        output_help="output .npy (float32, one row per line)",
+        batch_help="sentences per batch",
     )
     parser.add_argument("--float16", action="store_true", help="store float16 rows (half the size)")
     parser.set_defaults(func=run)

@@ -75,3 +75,20 @@ def input_file(text: str) -> str:
 def input_file_or_stdin(text: str) -> str:
     """:func:`input_file`, or ``-`` for standard input."""
     return text if text == STDIN else input_file(text)
+
+
+def add_model_stream_arguments(
+    parser, *, input_help: str, output_help: str, batch_help: str
+) -> None:
+    """The flags ``psp embed`` and ``psp score`` share: ``--model``, ``--input``, ``--output``,
+    ``--batch-size`` and ``--threads``, with the command's own help for the data flags."""
+    parser.add_argument("--model", required=True, help="model directory")
+    parser.add_argument("--input", required=True, type=input_file_or_stdin, help=input_help)
+    parser.add_argument("--output", required=True, help=output_help)
+    parser.add_argument("--batch-size", type=positive_int, default=8192, help=batch_help)
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="CPU threads (default: all this process may use)",
+    )

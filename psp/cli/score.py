@@ -16,7 +16,7 @@ import argparse
 import contextlib
 import sys
 
-from psp.cli.options import input_file_or_stdin, positive_int
+from psp.cli.options import add_model_stream_arguments
 from psp.cli.streaming import STDIN, default_threads, iter_input_batches, overlapped
 from psp.io import InputError, atomic_open
 
@@ -31,13 +31,13 @@ def split_pair(line: str, where: str) -> tuple[str, str]:
     return fields[0], fields[1]
 
 
-def score_lines(model, spec: str, out, batch_size: int, threads: int) -> int:
-    """Score every line of ``spec`` into the text stream ``out``; returns the number of pairs."""
+def score_lines(model, path: str, out, batch_size: int, threads: int) -> int:
+    """Score every line of ``path`` into the text stream ``out``; returns the number of pairs."""
     import numpy as np
 
-    from psp.inference import row_cosines
+    from psp.pooling import row_cosines
 
-    name = "<stdin>" if spec == STDIN else spec
+    name = "<stdin>" if path == STDIN else path
     pooled = [np.empty((batch_size, model.dim), dtype=np.float32) for _ in range(2)]
     pairs = 0
 
@@ -59,13 +59,13 @@ def score_lines(model, spec: str, out, batch_size: int, threads: int) -> int:
         out.writelines(f"{line}\t{cos:.6f}\n" for line, cos in zip(lines, cosines))
         pairs += n
 
-    overlapped(map(encode, iter_input_batches(spec, batch_size)), pool_and_write)
+    overlapped(map(encode, iter_input_batches(path, batch_size)), pool_and_write)
     out.flush()  # here, so a reader that went away shows up as BrokenPipeError (see psp.cli)
     return pairs
 
 
 def run(args: argparse.Namespace) -> int:
-    from psp.inference import load_table_model
+    from psp.pooling import load_table_model
 
     model = load_table_model(args.model)
     threads = args.threads or default_threads()
@@ -81,19 +81,10 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help=HELP, description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="model directory")
-    parser.add_argument(
-        "--input",
-        required=True,
-        type=input_file_or_stdin,
-        help="sent1<TAB>sent2 lines (.gz ok, - for stdin)",
-    )
-    parser.add_argument("--output", required=True, help="input lines + <TAB>cosine (- for stdout)")
-    parser.add_argument("--batch-size", type=positive_int, default=8192, help="pairs per batch")
-    parser.add_argument(
-        "--threads",
-        type=positive_int,
-        default=None,
-        help="CPU threads (default: all this process may use)",
+    add_model_stream_arguments(
+        parser,
+        input_help="sent1<TAB>sent2 lines (.gz ok, - for stdin)",
+        output_help="input lines + <TAB>cosine (- for stdout)",
+        batch_help="pairs per batch",
     )
     parser.set_defaults(func=run)

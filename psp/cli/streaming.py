@@ -2,7 +2,7 @@
 
 Both commands read and tokenise in the main thread while a second thread pools the previous
 batch and writes it out. SentencePiece's batch encode, scipy's sparse product (the pooling, see
-:mod:`psp.inference`) and file writes all release the GIL, so with a free core the stages
+:mod:`psp.pooling`) and file writes all release the GIL, so with a free core the stages
 overlap and the slowest sets the pace instead of the sum of all of them. A bounded queue between
 the two keeps memory at a few batches whatever the input size.
 
@@ -40,9 +40,9 @@ def default_threads() -> int:
     return os.cpu_count() or 1
 
 
-def iter_input_batches(spec: str, size: int) -> Iterator[tuple[int, list[str]]]:
+def iter_input_batches(path: str, size: int) -> Iterator[tuple[int, list[str]]]:
     """``(first_line_number, lines)``: the lines of a UTF-8 file (plain or ``.gz``), or of stdin
-    when ``spec`` is ``-``, ``size`` at a time (the last batch may be shorter).
+    when ``path`` is ``-``, ``size`` at a time (the last batch may be shorter).
 
     Lines are split at ``\n`` only, and lose trailing ``\r``; a last line without a newline
     counts. Invalid UTF-8 is an :class:`InputError` naming the file (``<stdin>``) and the line,
@@ -50,7 +50,7 @@ def iter_input_batches(spec: str, size: int) -> Iterator[tuple[int, list[str]]]:
     """
     pending: list[str] = []
     first = 1
-    for lines in _iter_line_blocks(spec):
+    for lines in _iter_line_blocks(path):
         pending.extend(lines)
         if len(pending) >= size:
             whole = len(pending) - len(pending) % size
@@ -62,12 +62,12 @@ def iter_input_batches(spec: str, size: int) -> Iterator[tuple[int, list[str]]]:
         yield first, pending
 
 
-def _iter_line_blocks(spec: str) -> Iterator[list[str]]:
+def _iter_line_blocks(path: str) -> Iterator[list[str]]:
     """The decoded lines of each block read (cut after its last newline)."""
-    name = "<stdin>" if spec == STDIN else spec
+    name = "<stdin>" if path == STDIN else path
     lineno = 0  # lines yielded so far
     try:
-        source = contextlib.nullcontext(sys.stdin.buffer) if spec == STDIN else open_binary(spec)
+        source = contextlib.nullcontext(sys.stdin.buffer) if path == STDIN else open_binary(path)
         with source as handle:
             tail = b""
             while chunk := handle.read1(READ_BYTES):

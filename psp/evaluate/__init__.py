@@ -20,9 +20,6 @@ from psp.evaluate.sts import StsbEvaluator, StsEvaluator
 from psp.evaluate.sts17 import STS17_COLUMNS, STS17_TRACKS, Sts17Evaluator
 from psp.evaluate.tatoeba import TATOEBA_CODES, TATOEBA_LANGUAGES, TatoebaEvaluator
 
-#: The name used in the module contracts; the same function.
-evaluate_model = evaluate_embedder
-
 __all__ = [
     "STS17_COLUMNS",
     "STS17_TRACKS",
@@ -38,7 +35,6 @@ __all__ = [
     "build_evaluators",
     "combine_tables",
     "evaluate_embedder",
-    "evaluate_model",
     "load_embedder",
     "spec_label",
 ]

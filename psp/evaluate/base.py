@@ -59,17 +59,6 @@ def encode(model: Embedder, sentences: Sequence[str]) -> np.ndarray:
     return vectors[[index[s] for s in sentences]]
 
 
-def normalize(vectors: np.ndarray) -> np.ndarray:
-    """Unit-length rows; an all-zero row stays zero (cosine 0 with everything)."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1, norms)
-
-
-def paired_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine similarity of row i of ``a`` with row i of ``b``."""
-    return np.einsum("ij,ij->i", normalize(a), normalize(b))
-
-
 def correlations(predicted: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
     """(Pearson r, Spearman rho), both x100; NaN when the predictions are constant."""
     # Imported here: scipy.stats takes seconds to import, and the workflow imports this package

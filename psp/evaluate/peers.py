@@ -188,8 +188,6 @@ def load_original(ckpt: str, spm: str, device: str = "cpu") -> Embedder:
 
     The converted directory is temporary: ``psp.load`` keeps the weights in memory.
     """
-    if importlib.util.find_spec("psp.convert") is None:
-        raise PeerUnavailable("original: specs need psp.convert, which this installation lacks")
     from psp import load
     from psp.convert import convert_original
 

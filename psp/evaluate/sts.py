@@ -23,9 +23,9 @@ from psp.evaluate.base import (
     embedder_for,
     encode,
     mean,
-    paired_cosine,
 )
 from psp.evaluate.readers import ScoredPairs, read_scored_pairs, require_dir
+from psp.pooling import row_cosines
 
 STS_YEARS = (2012, 2013, 2014, 2015, 2016)
 STSB_SPLITS = ("dev", "test")
@@ -42,7 +42,7 @@ def predict_similarity(
     predictions, start = {}, 0
     for label in labels:
         n = len(sets[label])
-        predictions[label] = paired_cosine(
+        predictions[label] = row_cosines(
             vectors[start : start + n], vectors[start + n : start + 2 * n]
         )
         start += 2 * n

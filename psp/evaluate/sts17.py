@@ -22,9 +22,9 @@ from psp.evaluate.base import (
     embedder_for,
     encode,
     mean,
-    paired_cosine,
 )
 from psp.evaluate.readers import ScoredPairs, read_scored_pairs, require_dir
+from psp.pooling import row_cosines
 
 #: Language of (column 2, column 3) of each track file, as in the SemEval-2017 release.
 STS17_COLUMNS: dict[str, tuple[str, str]] = {
@@ -108,7 +108,7 @@ class Sts17Evaluator(Evaluator):
         for track, pairs in self.tracks.items():
             lang1, lang2 = self.column_languages[track]
             a, b = take(lang1, len(pairs)), take(lang2, len(pairs))
-            pearson, spearman = correlations(paired_cosine(a, b), pairs.scores)
+            pearson, spearman = correlations(row_cosines(a, b), pairs.scores)
             rows.append(
                 {
                     "track": track,

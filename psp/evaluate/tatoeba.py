@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from psp.evaluate.base import EmbedderOrMap, Evaluator, Row, embedder_for, encode, mean, normalize
+from psp.evaluate.base import EmbedderOrMap, Evaluator, Row, embedder_for, encode, mean
 from psp.evaluate.readers import read_aligned, require_dir
+from psp.pooling import normalize_rows
 
 #: ISO 639-1 code -> Tatoeba (ISO 639-3 as used by the LASER test set) for the paper's languages
 #: and a few neighbours. Languages without an ISO 639-1 code are given by their Tatoeba code.
@@ -55,7 +56,7 @@ def retrieval_errors(queries: np.ndarray, targets: np.ndarray) -> tuple[float, f
     Row i of ``queries`` and row i of ``targets`` are translations; a tie goes to the lowest
     index, like a flat Faiss search.
     """
-    similarity = normalize(queries) @ normalize(targets).T
+    similarity = normalize_rows(queries) @ normalize_rows(targets).T
     expected = np.arange(len(queries))
     forward = np.mean(similarity.argmax(axis=1) != expected)
     backward = np.mean(similarity.argmax(axis=0) != expected)

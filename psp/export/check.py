@@ -40,7 +40,7 @@ def mirror_lines(data_root: str | os.PathLike, languages: Sequence[str]) -> list
 
 
 def compare_ids(model_dir: str | os.PathLike, tokenizer, lines: Sequence[str]) -> dict:
-    """SentencePiece's ids (on :func:`psp.spm.normalise`-d text) against ``tokenizer``'s.
+    """SentencePiece's ids (on :func:`psp.spm.model_text` text) against ``tokenizer``'s.
 
     Returns ``lines``, ``identical``, ``share`` and ``exceptions``: each differing line with
     both piece sequences and ``same_pieces`` (the same pieces in another order, e.g. a tie
@@ -48,12 +48,12 @@ def compare_ids(model_dir: str | os.PathLike, tokenizer, lines: Sequence[str]) -
     """
     import sentencepiece
 
-    from psp.inference import read_model_dir
-    from psp.spm import normalise
+    from psp.model_dir import read_model_dir
+    from psp.spm import model_text
 
     config, encoder, _ = read_model_dir(model_dir)
     processor = sentencepiece.SentencePieceProcessor(model_proto=encoder.model_bytes)
-    reference = processor.encode(normalise(lines, config.lowercase), out_type=int)
+    reference = processor.encode(model_text(lines, config.lowercase), out_type=int)
     found = [e.ids for e in tokenizer.encode_batch(list(lines), add_special_tokens=False)]
     exceptions = [
         {
@@ -76,7 +76,7 @@ def compare_ids(model_dir: str | os.PathLike, tokenizer, lines: Sequence[str]) -
 
 def psp_vectors(model_dir: str | os.PathLike, lines: Sequence[str]) -> np.ndarray:
     """``psp embed``'s rows for ``lines`` (the same code path, without the file)."""
-    from psp.inference import load_table_model
+    from psp.pooling import load_table_model
 
     model = load_table_model(model_dir)
     ids, offsets = model.encoder.encode(list(lines))

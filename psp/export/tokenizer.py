@@ -7,7 +7,7 @@ Viterbi segmentation, the same unknown penalty), and before it every step :class
 applies to the text, in the same order:
 
 1. ``str.lower`` (when the model lowercases) and the deletion of Unicode format characters
-   (:func:`psp.spm.normalise`);
+   (:func:`psp.spm.model_text`);
 2. SentencePiece's own normaliser: the character map stored in the ``.model`` (``nmt_nfkc`` for
    every model psp trains), then its whitespace rules (strip, collapse runs of spaces);
 3. SentencePiece's whitespace escaping as the ``Metaspace`` pre-tokenizer (``▁``, a dummy prefix).
@@ -102,7 +102,7 @@ def _normalizer(settings: SpmSettings, lowercase: bool):
 
 
 def build_tokenizer(model: str | os.PathLike | bytes, *, lowercase: bool):
-    """A ``tokenizers.Tokenizer`` giving the ids SentencePiece gives on ``normalise``-d text.
+    """A ``tokenizers.Tokenizer`` giving the ids SentencePiece gives on ``model_text`` text.
 
     Ids are SentencePiece's, so row ``i`` of a psp table is token ``i``. No special tokens, no
     padding, no truncation: a library's encode sees every piece, as ``psp embed`` does.

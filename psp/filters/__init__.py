@@ -9,6 +9,6 @@ from __future__ import annotations
 
 from psp.filters.config import FilterConfig
 from psp.filters.pipeline import REASONS, filter_pairs, filter_sentences
-from psp.filters.text import normalize
+from psp.filters.text import clean_text
 
-__all__ = ["REASONS", "FilterConfig", "filter_pairs", "filter_sentences", "normalize"]
+__all__ = ["REASONS", "FilterConfig", "filter_pairs", "filter_sentences", "clean_text"]

@@ -4,7 +4,7 @@ Each record goes through the filters in the order of :data:`REASONS` and is coun
 under the first filter that removes it, so ``kept + sum(removed) == lines_in``:
 
 1. ``invalid_utf8``: a side could not be decoded (the reader passed ``None``);
-2. ``empty``: a side is empty after :func:`~psp.filters.text.normalize`;
+2. ``empty``: a side is empty after :func:`~psp.filters.text.clean_text`;
 3. ``tab_in_sentence``: a side contains a tab;
 4. ``length``: token count outside the bounds (see ``FilterConfig.length_side``);
 5. ``duplicate``: the same (normalised, lowercased) record was already seen;

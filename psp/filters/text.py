@@ -15,7 +15,7 @@ from collections.abc import Sequence
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
-def normalize(text: str) -> str:
+def clean_text(text: str) -> str:
     r"""Unicode NFC, byte-order marks dropped, every whitespace run collapsed to one space, stripped.
 
     Why NFC and not NFKC: NFC only composes combining sequences, so an "é" typed as one code point
@@ -28,7 +28,7 @@ def normalize(text: str) -> str:
     spaces, line and paragraph separators, so a collapsed sentence never breaks a TSV line.
 
     Example:
-        >>> normalize("  Cafe\u0301\u00a0 con\tleche ")
+        >>> clean_text("  Cafe\u0301\u00a0 con\tleche ")
         'Café con leche'
     """
     text = unicodedata.normalize("NFC", text).replace("\ufeff", "")
@@ -56,7 +56,7 @@ def prepare_sentence(text: str | None, lowercase: bool) -> tuple[str | None, str
     """
     if text is None:
         return "invalid_utf8", "", ""
-    normalized = normalize(text)
+    normalized = clean_text(text)
     if not normalized:
         return "empty", "", ""
     if "\t" in text:

@@ -17,23 +17,9 @@ from tqdm import tqdm
 
 from psp.io import InputError, atomic_path, iter_batches
 from psp.mine.plan import ShardPlan, read_shard_lines
+from psp.pooling import normalize_rows
 
 log = logging.getLogger(__name__)
-
-
-def model_dim(model) -> int:
-    """Embedding width: ``model.config.dim`` where the model has a config, else by probing."""
-    config = getattr(model, "config", None)
-    if config is not None and getattr(config, "dim", None):
-        return int(config.dim)
-    return int(np.asarray(model.embed([""])).shape[1])
-
-
-def normalize_rows(x: np.ndarray) -> np.ndarray:
-    """L2-normalise rows in float32; an all-zero row stays zero (cosine 0 with everything)."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.maximum(norms, 1e-12)
 
 
 def embed_shard(
@@ -48,8 +34,9 @@ def embed_shard(
     """Embed the lines of ``plan.shards[shard]`` of ``text_path`` into ``out_npy``.
 
     Args:
-        model: anything with ``embed(list[str], batch_size=...) -> np.ndarray`` (a ``psp.load``
-            model); its rows are L2-normalised here so inner product is cosine downstream.
+        model: anything with ``config.dim`` and ``embed(list[str], batch_size=...) ->
+            np.ndarray`` (a ``psp.load`` model); its rows are L2-normalised here so inner
+            product is cosine downstream.
         text_path: a sharded text (:func:`psp.mine.plan.write_sharded_text`); only this shard's
             gzip member is read.
         plan: the text's shard plan.
@@ -59,7 +46,7 @@ def embed_shard(
     Returns the output path.
     """
     entry = plan.shards[shard]
-    dim = model_dim(model)
+    dim = model.config.dim
     dtype = np.float16 if float16 else np.float32
     log.info(
         "embedding %s lines [%d, %d) -> %s (%.1f MiB)",
@@ -92,7 +79,7 @@ def _embed_batch(model, batch, batch_size, dim, text_path, first_line) -> np.nda
     if not np.isfinite(emb).all():
         bad = first_line + 1 + int(np.flatnonzero(~np.isfinite(emb).all(axis=1))[0])
         raise InputError(f"{text_path}:{bad}: non-finite embedding")
-    return normalize_rows(emb)
+    return normalize_rows(emb, out=emb)
 
 
 _HEADER_READERS = {

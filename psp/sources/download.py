@@ -15,7 +15,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from psp.io import sha256_file, write_error
-from psp.sources.registry import Source, SourceError, _mirror_only_message
+from psp.sources.registry import Source
 from psp.sources.verify import ContentError, DownloadLock, IncompleteContent, check_content
 
 log = logging.getLogger(__name__)
@@ -219,8 +219,7 @@ def fetch(source: Source, download_dir: str | os.PathLike, **kwargs) -> list[Pat
     Each file is checked against its pinned checksum, or else against ``downloads.lock.json`` in
     ``download_dir`` (see :mod:`psp.sources.verify`); ``kwargs`` go to :func:`download`.
     """
-    if source.format == "github-raw":
-        raise SourceError(_mirror_only_message(source))
+    source.require_downloadable()
     folder = Path(download_dir) / source.id
     sums = {**source.checksums, source.url: source.sha256}
     lock = DownloadLock(download_dir)

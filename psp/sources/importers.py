@@ -25,7 +25,6 @@ from psp.sources.registry import (
     STS17_TRACKS,
     Source,
     SourceError,
-    _mirror_only_message,
 )
 
 log = logging.getLogger(__name__)
@@ -432,6 +431,7 @@ def import_source(
         if isinstance(downloaded, (str, os.PathLike))
         else [Path(p) for p in downloaded]
     )
+    source.require_downloadable()
     opts = {**source.options, **options}
     fmt = source.format
     if fmt == "opus-moses-zip":
@@ -450,8 +450,6 @@ def import_source(
         written = import_semeval2017(paths[0], paths[1], out_root)
     elif fmt == "laser-tatoeba":
         written = import_tatoeba(paths, out_root)
-    elif fmt == "github-raw":
-        raise SourceError(_mirror_only_message(source))
     else:
         raise SourceError(f"{source.id}: no importer for format {fmt!r}")
     missing = [o for o in source.outputs if not (Path(out_root) / o).exists()]

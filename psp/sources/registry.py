@@ -64,6 +64,17 @@ class Source:
     def urls(self) -> tuple[str, ...]:
         return (self.url, *self.extra_urls)
 
+    @property
+    def mirror_only(self) -> bool:
+        """Whether only a data mirror provides the set (format ``github-raw``): the mirror merged,
+        deduplicated and decontaminated it, so no download reproduces it."""
+        return self.format == "github-raw"
+
+    def require_downloadable(self) -> None:
+        """Raise :class:`SourceError` naming the mirror for a :attr:`mirror_only` set."""
+        if self.mirror_only:
+            raise SourceError(_mirror_only_message(self))
+
 
 # --------------------------------------------------------------------------------------------
 # Registry

@@ -22,7 +22,7 @@ from __future__ import annotations
 from psp.train.bags import Bags, concat_bags
 from psp.train.checkpoint import TrainState, has_checkpoint
 from psp.train.config import TrainConfig, megabatch_size_at
-from psp.train.data import EpochOrder, EpochStream, plan_megabatches
+from psp.train.data import EpochOrder, EpochStream, megabatch_windows
 from psp.train.loop import Trainer, train
 from psp.train.losses import MarginLoss, PairWeightingLoss, loss_for, pair_weighting_loss
 from psp.train.negatives import mine_negatives
@@ -47,7 +47,7 @@ __all__ = [
     "megabatch_size_at",
     "mine_negatives",
     "pair_weighting_loss",
-    "plan_megabatches",
+    "megabatch_windows",
     "pool",
     "train",
     "train_step",

@@ -144,7 +144,7 @@ class EpochStream:
         return concat_bags(src), concat_bags(tgt)
 
 
-def plan_megabatches(
+def megabatch_windows(
     n_pairs: int, pos: int, step: int, cfg: TrainConfig
 ) -> Iterator[tuple[int, int, int]]:
     """Yield ``(start, stop, step_at_start)`` of the rest of an epoch, from stream ``pos``.

@@ -24,12 +24,12 @@ from psp.optim import DenseAdam, LazyAdam
 from psp.train.bags import Bags
 from psp.train.checkpoint import Checkpointer, TrainState, data_identity, save_tensors
 from psp.train.config import TrainConfig, megabatch_size_at
-from psp.train.data import EpochOrder, EpochStream, plan_megabatches, prefetched
+from psp.train.data import EpochOrder, EpochStream, megabatch_windows, prefetched
 from psp.train.log import TrainLog, plot_learning_curve
 from psp.train.losses import loss_for
 from psp.train.negatives import mine_negatives
 from psp.train.ops import embed_bags
-from psp.train.selection import Evaluator, improves, primary_score
+from psp.train.selection import ModelScorer, improves, primary_score
 from psp.train.step import MinedMegabatch, torch_threads, train_step
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class Trainer:
         h5_path: str | os.PathLike,
         spm_path: str | os.PathLike,
         work_dir: str | os.PathLike,
-        evaluator: Evaluator | None = None,
+        evaluator: ModelScorer | None = None,
         on_step: Callable[[int], None] | None = None,
     ):
         from psp.hdf5 import PairReader
@@ -113,10 +113,10 @@ class Trainer:
         window = cfg.megabatch_size * cfg.batch_size
         order = EpochOrder(len(self.reader), cfg.seed, state.epoch, window)
         stream = EpochStream(self.reader, order, cfg.max_pieces)
-        plan = list(plan_megabatches(len(stream), state.pos, state.step, cfg))
+        windows = list(megabatch_windows(len(stream), state.pos, state.step, cfg))
         t0, first = time.perf_counter(), state.pos
-        with prefetched(stream.read, [(start, stop) for start, stop, _ in plan]) as batches:
-            for (start, stop, step0), (src, tgt) in zip(plan, batches):
+        with prefetched(stream.read, [(start, stop) for start, stop, _ in windows]) as batches:
+            for (start, stop, step0), (src, tgt) in zip(windows, batches):
                 self.train_megabatch(src.to(self.device), tgt.to(self.device))
                 state.pos = stop
                 self.bar.update(stop - start)
@@ -124,7 +124,7 @@ class Trainer:
                 if self.stopped:
                     break
                 crossed = state.step // cfg.checkpoint_every > step0 // cfg.checkpoint_every
-                if crossed and stop < plan[-1][1]:
+                if crossed and stop < windows[-1][1]:
                     self.checkpoint()
         if not self.stopped:
             self.end_epoch(pairs_per_s=(len(stream) - first) / (time.perf_counter() - t0))
@@ -235,7 +235,7 @@ def train(
     model_dir: str | os.PathLike,
     work_dir: str | os.PathLike,
     resume: bool = False,
-    evaluator: Evaluator | None = None,
+    evaluator: ModelScorer | None = None,
     on_step: Callable[[int], None] | None = None,
 ) -> Path:
     """Train on ``h5_path`` and export the model directory; returns ``model_dir``.

@@ -1,5 +1,10 @@
 """The model's two differentiable pieces, mean pooling and the margin loss, each with a
-hand-written backward pass (fewer, larger kernels than autograd's on the CPU)."""
+hand-written backward pass (fewer, larger kernels than autograd's on the CPU).
+
+:func:`pool` is training's pooling; inference pools with :func:`psp.pooling.mean_pool`. Without
+dropout the two give the same bits for every sentence with a known piece
+(``tests/test_train_ops.py``); only inference zeroes a sentence with none.
+"""
 
 from __future__ import annotations
 

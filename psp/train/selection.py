@@ -13,10 +13,12 @@ from collections.abc import Callable
 
 import torch
 
-Evaluator = Callable[[torch.nn.Module], dict[str, float]]
+#: What training scores a model with after each epoch: an :class:`psp.evaluate.base.Evaluator`
+#: instance or any function of the model returning metrics.
+ModelScorer = Callable[[torch.nn.Module], dict[str, float]]
 
 
-def primary_score(evaluator: Evaluator, metrics: dict[str, float]) -> float:
+def primary_score(evaluator: ModelScorer, metrics: dict[str, float]) -> float:
     """The value of the evaluator's deciding metric in ``metrics``."""
     key = getattr(evaluator, "primary_metric", None)
     if key is None:

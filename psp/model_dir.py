@@ -1,17 +1,18 @@
-"""Inference without torch: the model directory read into numpy, and mean pooling in scipy.
+"""The model directory format: what a saved model is on disk, read and written without torch.
 
-Embedding needs only the tokenizer, the embedding table and a mean of table rows per sentence.
-Importing torch costs about 2 s of CPU, as long as embedding 100,000 news sentences takes, so
-``psp embed`` and ``psp score`` run on this module alone (:class:`TableModel`), while
-:class:`psp.model.PSPModel` (training, the library's ``psp.load``) wraps the same table in torch.
+Everything a model needs lives in one directory, with no pickle anywhere:
 
-The directory format (``config.json``, ``sentencepiece.model``, ``embeddings.safetensors``) is
-described in :mod:`psp.model`; it is defined here so that reading it needs no torch.
+- ``config.json``: :class:`ModelConfig` (dimension, vocabulary size, lowercasing, truncation,
+  languages, provenance), enough to rebuild the architecture before reading any weight;
+- ``sentencepiece.model``: the tokenizer; its sha256 is recorded in the config, so a model dir whose
+  tokenizer was swapped for another one fails to load instead of silently embedding garbage;
+- ``embeddings.safetensors``: one tensor ``embedding.weight`` of shape ``(vocab_size, dim)`` where
+  row ``i`` is SentencePiece id ``i`` (float32, or float16 to halve the file; loading upcasts).
 
-Pooling is a sparse matrix (one row per sentence, a 1 per piece) times the table, then a division
-by the piece count: scipy adds each sentence's rows in order in float32 and divides, as
-``F.embedding_bag(mode="mean")`` does on the CPU, so both give the same bits
-(``tests/test_cli.py`` compares the command's output with the library's).
+:func:`read_model_dir` and :func:`write_model_dir` are the only code that reads or writes these
+files; :class:`psp.model.PSPModel` (torch) and :class:`psp.pooling.TableModel` (numpy) both go
+through them. No torch here: importing it costs about 2 s of CPU, as long as ``psp embed`` takes
+for 100,000 sentences.
 """
 
 from __future__ import annotations
@@ -19,25 +20,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from psp.config_keys import reject_unknown_keys
-from psp.io import InputError
+from psp.io import InputError, atomic_path
 from psp.spm import PieceEncoder
 
 __all__ = [
     "CONFIG_NAME",
+    "FORMAT_VERSION",
     "SPM_NAME",
     "WEIGHTS_NAME",
     "WEIGHT_KEY",
     "ModelConfig",
-    "TableModel",
-    "load_table_model",
     "read_model_dir",
-    "row_cosines",
+    "write_model_dir",
 ]
 
 FORMAT_VERSION = 1
@@ -75,7 +74,7 @@ class ModelConfig:
         lowercase: lowercase text before SentencePiece (the P-SP models are trained lowercased).
         max_pieces: keep at most this many pieces per sentence (``None``: no limit).
         unk_id: SentencePiece id of ``<unk>``; in training its row stands for a sentence with no
-            known piece, which :meth:`PSPModel.pool` maps to the zero vector instead.
+            known piece, which :func:`psp.pooling.mean_pool` maps to the zero vector instead.
         languages: language codes the model was trained on (informative).
         provenance: where the model came from: training data, ``spm_sha256``, ``created``,
             ``psp_version``, conversion source, ... Only ``spm_sha256`` is checked on load.
@@ -138,12 +137,6 @@ def _check_types(data: dict, where: str) -> None:
         raise InputError(f"{where}: key {key!r}: {error.message}")
 
 
-# Pooling works in blocks of at most this much output, so each temporary stays below glibc's
-# 32 MiB mmap ceiling and its memory is recycled from the heap instead of being mapped and
-# page-faulted afresh every batch (see PSPModel.pool for the measurement).
-POOL_BLOCK_BYTES = 16 << 20
-
-
 def read_model_dir(path: str | os.PathLike) -> tuple[ModelConfig, PieceEncoder, np.ndarray]:
     """The config, tokenizer and float32 ``(vocab_size, dim)`` table of a model directory.
 
@@ -204,95 +197,28 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelConfig, PieceEncoder, 
     return config, encoder, weight.astype(np.float32, copy=False)
 
 
-def zero_textless(encoder: PieceEncoder, ids: np.ndarray, offsets: np.ndarray, out: np.ndarray):
-    """Set to zero the row of every sentence with no known piece (empty, or nothing but
-    characters the vocabulary lacks).
+def write_model_dir(
+    directory: str | os.PathLike, config: ModelConfig, spm_bytes: bytes, weight: np.ndarray
+) -> Path:
+    """Write a model directory; each file is written atomically, ``config.json`` last.
 
-    It has no meaning to embed, and the shared ``<unk>`` (or bare word-boundary) row would make
-    any two such sentences a perfect match (cosine 1). A zero row has cosine 0 with everything
-    (:func:`row_cosines`, the miner's normalisation), so it never scores as a match.
+    ``weight`` is the ``(vocab_size, dim)`` table as written (float32, or float16 to halve the
+    file). Returns the directory.
     """
-    n = len(offsets) - 1
-    known = np.concatenate(([0], np.cumsum(~np.isin(ids, encoder.textless_ids))))
-    out[:n][known[offsets[1:]] == known[offsets[:-1]]] = 0
+    from safetensors.numpy import save_file
 
-
-class TableModel:
-    """A model for inference only: tokenizer, float32 table and mean pooling, no torch.
-
-    Its :meth:`pool` gives the bits :meth:`psp.model.PSPModel.pool` gives on the same table.
-    """
-
-    def __init__(self, config: ModelConfig, encoder: PieceEncoder, table: np.ndarray):
-        self.config = config
-        self.encoder = encoder
-        self.table = table
-        self._workers: tuple[int, ThreadPoolExecutor] | None = None
-
-    @property
-    def dim(self) -> int:
-        return self.config.dim
-
-    def pool(
-        self, ids: np.ndarray, offsets: np.ndarray, out: np.ndarray, threads: int = 1
-    ) -> np.ndarray:
-        """Mean-pool encoded sentences (:meth:`PieceEncoder.encode`'s layout) into ``out``.
-
-        In blocks of at most :data:`POOL_BLOCK_BYTES` of output, at least one per thread; the
-        blocks run on ``threads`` threads (scipy's sparse product releases the GIL).
-        """
-        n = len(offsets) - 1
-        rows = max(1, min(POOL_BLOCK_BYTES // (4 * self.dim), -(-n // threads)))
-        starts = range(0, n, rows)
-
-        def block(start: int) -> None:
-            self._pool_block(ids, offsets, out, start, min(start + rows, n))
-
-        if threads > 1 and len(starts) > 1:
-            if self._workers is None or self._workers[0] != threads:
-                self._workers = (threads, ThreadPoolExecutor(threads, thread_name_prefix="pool"))
-            list(self._workers[1].map(block, starts))
-        else:
-            for start in starts:
-                block(start)
-        zero_textless(self.encoder, ids, offsets, out)
-        return out
-
-    def _pool_block(self, ids, offsets, out, start: int, stop: int) -> None:
-        """Rows ``start:stop``: one sparse product (a 1 per piece) sums each sentence's rows
-        into a fresh zeroed block (scipy cannot write into ``out``), copied over and divided by
-        the piece counts."""
-        from scipy.sparse import csr_matrix
-
-        first, last = int(offsets[start]), int(offsets[stop])
-        counts = csr_matrix(
-            (
-                np.ones(last - first, dtype=np.float32),
-                ids[first:last],
-                offsets[start : stop + 1] - first,
-            ),
-            shape=(stop - start, len(self.table)),
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with atomic_path(directory / WEIGHTS_NAME) as tmp:
+        # One metadata key: safetensors writes several in a random order (safetensors issue
+        # #584), and the same parameters must give the same bytes, so checksums compare runs.
+        save_file(
+            {WEIGHT_KEY: np.ascontiguousarray(weight)},
+            str(tmp),
+            metadata={"psp_format_version": str(FORMAT_VERSION)},
         )
-        block = out[start:stop]
-        block[:] = counts @ self.table
-        lengths = np.diff(offsets[start : stop + 1]).astype(np.float32)
-        np.divide(block, np.maximum(lengths, 1)[:, None], out=block)
-
-
-def load_table_model(path: str | os.PathLike) -> TableModel:
-    """:class:`TableModel` of a model directory (checked as :func:`read_model_dir` does)."""
-    return TableModel(*read_model_dir(path))
-
-
-def _normalize_rows(x: np.ndarray) -> None:
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    np.maximum(norms, 1e-12, out=norms)
-    x /= norms
-
-
-def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine of ``a[i]`` and ``b[i]`` for every row (``a`` and ``b`` are normalised in place);
-    a zero row scores 0."""
-    _normalize_rows(a)
-    _normalize_rows(b)
-    return np.einsum("ij,ij->i", a, b)
+    with atomic_path(directory / SPM_NAME) as tmp:
+        tmp.write_bytes(spm_bytes)
+    with atomic_path(directory / CONFIG_NAME) as tmp:
+        tmp.write_text(config.to_json(), encoding="utf-8")
+    return directory
