@@ -148,6 +148,15 @@ def test_mining_outputs(finished_run):
     stats = json.loads(mined.with_name("es-en.stats.json").read_text())
     assert scores == sorted(scores, reverse=True)
     assert len(scores) == stats["kept"]
+    # threshold: auto (the default) mines at the dev optimum of the pair's BUCC-style task
+    bucc = json.loads((finished_run / "results/bucc/es-en/bucc.json").read_text())
+    assert stats["threshold"] == bucc["dev"]["threshold"]
+    assert stats["threshold_source"] == {
+        "from": "bucc_dev",
+        "file": "results/bucc/es-en/bucc.json",
+        "dev_f1": bucc["dev"]["f1"],
+    }
+    assert min(scores, default=stats["threshold"]) >= stats["threshold"] - 5e-5  # 4 decimals
     assert all(score >= stats["threshold"] for score in scores)
     assert not list((finished_run / "results/mine/work/es-en/emb").glob("*.npy")), "temp shards"
     bucc = json.loads((finished_run / "results/bucc/es-en/bucc.json").read_text())
