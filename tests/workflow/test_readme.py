@@ -5,7 +5,7 @@ apart: a Snakemake command is dry-run as written (from the repository root, with
 scratch ``--directory`` appended, the data mirror's path replaced by the one the tests use),
 ``make run`` through the Snakemake command its recipe prints, ``psp embed`` for real on a small
 model. A command of any other kind fails :func:`test_every_readme_command_is_covered` until a
-test covers it.
+test covers it. The Snakemake commands of the docs pages are dry-run the same way.
 """
 
 from __future__ import annotations
@@ -27,8 +27,12 @@ from .conftest import REPO
 from .test_dag import job_counts
 
 README = REPO / "README.md"
+DOCS = sorted((REPO / "docs").glob("*.md"))
 SHELL_BLOCK = re.compile(r"^```(?:bash|sh)\n(.*?)^```", re.S | re.M)
-README_MIRROR = "../shared/data"
+#: Where the pages put the data mirror; the tests' mirror replaces them.
+PAGE_MIRRORS = ("../shared/data", "/shared/mirror")
+#: The storage prefix docs/mining.md names; a scratch one holding the mirror as data/ replaces it.
+PAGE_STORAGE = "/shared/psp"
 
 #: README commands no test runs, and what covers them instead.
 COVERED_ELSEWHERE = {
@@ -37,25 +41,26 @@ COVERED_ELSEWHERE = {
 }
 
 
-def readme_lines() -> list[str]:
-    """Each command line of the README's bash/sh blocks, as written (trailing comment kept)."""
-    text = README.read_text(encoding="utf-8")
+def shell_lines(page: Path = README) -> list[str]:
+    """Each command line of a page's bash/sh blocks, as written (trailing comment kept)."""
+    text = page.read_text(encoding="utf-8")
     return [line.strip() for block in SHELL_BLOCK.findall(text) for line in block.splitlines()]
 
 
 def readme_commands() -> list[list[str]]:
     """The README's shell commands, split into arguments, comments dropped."""
-    split = (shlex.split(line, comments=True) for line in readme_lines())
+    split = (shlex.split(line, comments=True) for line in shell_lines())
     return [args for args in split if args]
 
 
-def snakemake_commands() -> list[str]:
-    return [shlex.join(args) for args in readme_commands() if args[0] == "snakemake"]
+def snakemake_commands(pages: list[Path]) -> list[str]:
+    split = (shlex.split(line, comments=True) for page in pages for line in shell_lines(page))
+    return [shlex.join(args) for args in split if args[:1] == ["snakemake"]]
 
 
 def paper_command() -> str:
     """The README's command for the paper's reproduction (exactly one names configs/paper.yaml)."""
-    (command,) = [c for c in snakemake_commands() if "configs/paper.yaml" in c]
+    (command,) = [c for c in snakemake_commands([README]) if "configs/paper.yaml" in c]
     return command
 
 
@@ -76,7 +81,11 @@ def test_every_readme_command_is_covered():
 
 def dry_run(args: list[str], workdir: Path) -> str:
     """Snakemake with ``args`` from the repository root, as a user types it, plus ``-n``; the
-    working directory is ``workdir``, so results/ of an earlier run cannot shorten the DAG."""
+    working directory is ``workdir``, so results/ of an earlier run cannot shorten the DAG.
+
+    A dry run needs no cores, a real run does: Snakemake 9 refuses one without ``--cores``
+    unless a profile sets the executor, so a command without either would fail for the user."""
+    assert "--cores" in args or "--profile" in args, f"{shlex.join(args)}: no --cores"
     cmd = [sys.executable, "-m", "snakemake", *args, "-n", "--directory", str(workdir)]
     env = os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
@@ -86,12 +95,21 @@ def dry_run(args: list[str], workdir: Path) -> str:
     return out
 
 
-def with_mirror(args: list[str], request) -> list[str]:
-    """``args`` with the README's mirror path replaced by the tests' mirror (skips without one)."""
-    if not any(README_MIRROR in arg for arg in args):
+def localised(args: list[str], request, scratch: Path) -> list[str]:
+    """``args`` with the pages' mirror paths replaced by the tests' mirror (skipping without
+    one) and a storage prefix by a scratch one that holds the mirror as ``data/``."""
+    text = shlex.join(args)
+    if not any(path in text for path in (*PAGE_MIRRORS, PAGE_STORAGE)):
         return args
-    mirror = str(request.getfixturevalue("shared_data"))
-    return [arg.replace(README_MIRROR, mirror) for arg in args]
+    mirror = request.getfixturevalue("shared_data")
+    if PAGE_STORAGE in text:
+        pytest.importorskip("snakemake_storage_plugin_fs")
+        (scratch / "storage").mkdir()
+        (scratch / "storage" / "data").symlink_to(mirror)
+        text = text.replace(PAGE_STORAGE, str(scratch / "storage"))
+    for path in PAGE_MIRRORS:
+        text = text.replace(path, str(mirror))
+    return shlex.split(text)
 
 
 @pytest.fixture(scope="module")
@@ -100,24 +118,26 @@ def paper_dag(tmp_path_factory) -> str:
     return dry_run(shlex.split(paper_command())[1:], tmp_path_factory.mktemp("paper"))
 
 
-@pytest.mark.parametrize("command", snakemake_commands())
-def test_readme_snakemake_command_dry_runs(command, request, tmp_path):
-    if "configs/paper.yaml" in command:
+@pytest.mark.parametrize("command", snakemake_commands([README, *DOCS]))
+def test_snakemake_command_of_the_pages_dry_runs(command, request, tmp_path):
+    if command == paper_command():
         request.getfixturevalue("paper_dag")  # checked in full below
         return
-    dry_run(with_mirror(shlex.split(command)[1:], request), tmp_path)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    dry_run(localised(shlex.split(command)[1:], request, tmp_path), workdir)
 
 
 def test_make_run_is_the_command_the_readme_says(request, tmp_path):
     """``make run``'s Snakemake line is the one the README's comment gives, and it dry-runs."""
-    (line,) = [line for line in readme_lines() if line.startswith("make run")]
+    (line,) = [line for line in shell_lines() if line.startswith("make run")]
     said = line.split("then: ", 1)[1]
     recipe = subprocess.run(
         ["make", "-n", "run"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
     (run,) = [shlex.split(line) for line in recipe.splitlines() if "snakemake " in line]
     assert shlex.join([Path(run[0]).name, *run[1:]]) == said
-    dry_run(with_mirror(run[1:], request), tmp_path)
+    dry_run(localised(run[1:], request, tmp_path), tmp_path)
 
 
 def test_readme_psp_embed_runs(tiny_model, tmp_path):
