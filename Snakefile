@@ -5,11 +5,17 @@ import os
 
 from snakemake.utils import min_version
 
+from psp.workflow_config import replaces_default_config
+
 min_version("9.0")
 
 
-# The default config sits next to this file, so `--directory elsewhere` still finds it.
-configfile: os.path.join(workflow.basedir, "config.yaml")
+# The default run, config.yaml, sits next to this file (`--directory elsewhere` still finds it).
+# A --configfile that names its own `models` (configs/paper.yaml) is a whole run and replaces it;
+# one without (configs/compare_losses.yaml) is an overlay on it.
+if not replaces_default_config(workflow.overwrite_configfiles):
+
+    configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 report: "report/workflow.rst"

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import yaml
+
 from psp.corpora import corpus_files
 from psp.evaluate.sts17 import STS17_COLUMNS
 from psp.evaluate.tatoeba import tatoeba_code
@@ -25,6 +27,23 @@ MIRROR_TOPS = ("bitext", "mono", "paraphrase", "sts", "tatoeba")
 
 class ConfigError(ValueError):
     """A configuration that validates against the schema but does not make sense."""
+
+
+def replaces_default_config(configfiles: Sequence[str | os.PathLike]) -> bool:
+    """Whether the config files given on the command line are a whole run of their own.
+
+    Snakemake merges ``--configfile`` into the Snakefile's default config key by key, so a run of
+    its own (configs/paper.yaml) would inherit config.yaml's mining and BUCC pairs, sets that
+    exist only in a data mirror. A file that names ``models`` is a whole run and config.yaml is
+    not loaded under it; one without (configs/compare_losses.yaml) is an overlay on config.yaml.
+    Snakemake has parsed every file before the Snakefile runs, so they load here.
+    """
+    for path in configfiles:
+        with open(path, encoding="utf-8") as handle:
+            loaded = yaml.safe_load(handle)
+        if isinstance(loaded, dict) and "models" in loaded:
+            return True
+    return False
 
 
 def data_root(mirror: str | None) -> Path:
@@ -182,11 +201,27 @@ def check_references(config: dict) -> None:
                 )
 
 
+def threshold_bucc(config: dict, pair: str) -> str | None:
+    """The ``bucc`` entry whose dev optimum mining ``pair`` uses, or None.
+
+    A pair mines at that optimum when its threshold is ``auto`` (the default) and the ``bucc``
+    section evaluates the same pair with the same model; otherwise at its own number, or at the
+    margin's fixed default (``psp.mine.bucc.mining_threshold``).
+    """
+    spec, bucc = config["mining"][pair], config.get("bucc", {}).get(pair)
+    if spec.get("threshold", "auto") != "auto" or bucc is None:
+        return None
+    return pair if bucc["model"] == spec["model"] else None
+
+
 def config_refs(config: dict) -> Iterator[tuple[str, str]]:
-    """``(key, ref)`` for every data ref of a config: training corpora, mining text, BUCC sets."""
+    """``(key, ref)`` for every data ref of a config: training corpora, mining text, BUCC sets,
+    the news Table 5 times encoders on."""
     for name, spec in config["models"].items():
         for ref in spec["corpora"]:
             yield f"models.{name}.corpora", ref
+    for ref in config.get("speed", {}).get("news", []):
+        yield "speed.news", ref
     for pair, spec in config.get("mining", {}).items():
         for side in ("src", "tgt"):
             for ref in spec[side]:

@@ -184,6 +184,12 @@ def get_mine_params(wildcards):
     }
 
 
+def get_mine_threshold_input(wildcards):
+    """The BUCC-style evaluation whose dev optimum a `threshold: auto` pair mines at, if any."""
+    bucc = wc.threshold_bucc(config, wildcards.pair)
+    return {"bucc": f"results/bucc/{bucc}/bucc.json"} if bucc else {}
+
+
 def get_mine_model(wildcards):
     return model_files(f"results/models/{MINE_PAIRS[wildcards.pair]['model']}")
 

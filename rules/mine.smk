@@ -119,9 +119,12 @@ rule knn_shard_pair:
         "../workflow_scripts/knn_shard_pair.py"
 
 
+# `threshold: auto` mines at the dev optimum of the pair's BUCC-style evaluation (its bucc.json
+# becomes an input), or at the margin's fixed default where the pair has none.
 rule score_mined:
     input:
         unpack(get_mine_plans),
+        unpack(get_mine_threshold_input),
         knn=get_knn_parts,
         src_text="results/mine/work/{pair}/src.txt.gz",
         tgt_text="results/mine/work/{pair}/tgt.txt.gz",

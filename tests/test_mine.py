@@ -452,6 +452,7 @@ def test_mine_files_outputs_and_resume(tmp_path):
     assert all(r[1] in SRC and r[2] in TGT for r in rows)
     saved = json.loads((tmp_path / "out" / "es-en.stats.json").read_text())
     assert saved["n_src"] == 5 and saved["n_tgt"] == 6 and saved["threshold"] == 1.0
+    assert saved["threshold_source"] == {"from": "config"}
     assert set(saved["timings_s"]) == {"embed", "knn", "score_and_write"}
     assert (tmp_path / "out" / "es-en.histogram.png").read_bytes()[:4] == b"\x89PNG"
     calls = model.calls

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
-from psp.io import read_lines
+import psp
+from psp.io import InputError, read_lines
+from psp.mine import MineConfig
 from psp.mine.bucc import (
     BuccData,
     best_threshold,
     build_bucc_task,
     evaluate_at,
     load_tasks,
+    mining_threshold,
     plot_pr_curves,
     precision_recall_curve,
+    run_bucc,
 )
 
 GOLD = {(0, 0), (1, 1), (2, 2)}
@@ -95,3 +101,35 @@ def test_one_gold_corpus_is_split_into_disjoint_dev_and_test_halves(shared_data)
     corpus = set(zip(de, en, strict=True))
     assert gold["dev"] | gold["test"] <= corpus
     assert len(gold["dev"]) + len(gold["test"]) > 0.95 * len(corpus)
+
+
+def test_auto_threshold_is_the_dev_optimum_of_the_pairs_bucc_task(
+    tiny_model, shared_data, tmp_path
+):
+    """``auto`` reads the threshold run_bucc chose on dev, with the same miner settings."""
+    cfg = MineConfig(k=3)
+    data = BuccData(n_distractors=150, max_gold=150)
+    results = run_bucc(psp.load(tiny_model), shared_data, tmp_path, cfg=cfg, data=data)
+    value, source = mining_threshold("auto", cfg, tmp_path / "bucc.json")
+    assert value == results["dev"]["threshold"]
+    assert source == {
+        "from": "bucc_dev",
+        "file": str(tmp_path / "bucc.json"),
+        "dev_f1": results["dev"]["f1"],
+    }
+    with pytest.raises(InputError, match="bucc.json: tuned with k 3"):
+        mining_threshold("auto", MineConfig(k=4), tmp_path / "bucc.json")
+
+
+def test_fixed_and_default_thresholds():
+    assert mining_threshold(1.2, MineConfig()) == (1.2, {"from": "config"})
+    value, source = mining_threshold("auto", MineConfig())
+    assert value == 1.06 and source["from"] == "default"
+    assert mining_threshold("auto", MineConfig(margin="distance"))[0] == 0.04
+
+
+def test_auto_threshold_names_a_bucc_file_without_a_dev_threshold(tmp_path):
+    bucc = tmp_path / "bucc.json"
+    bucc.write_text(json.dumps({"margin": "ratio", "retrieval": "max", "k": 4, "test": {}}))
+    with pytest.raises(InputError, match="bucc.json: no dev threshold"):
+        mining_threshold("auto", MineConfig(), bucc)

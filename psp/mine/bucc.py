@@ -16,6 +16,10 @@ Default data (paths under the data mirror, see ``BuccData``):
   century paragraphs are too easy to tell apart from news and COVID text.
 
 Each pool is split by a seeded permutation into disjoint dev and test halves.
+
+The dev optimum is also what a mined pair's ``threshold: auto`` resolves to
+(:func:`mining_threshold`), so a pair with a BUCC-style evaluation mines at the threshold its
+own model's dev task chose.
 """
 
 from __future__ import annotations
@@ -29,13 +33,16 @@ from pathlib import Path
 
 import numpy as np
 
-from psp.io import atomic_open, atomic_path, read_lines
-from psp.mine.config import MineConfig
+from psp.io import InputError, atomic_open, atomic_path, read_lines
+from psp.mine.config import DEFAULT_THRESHOLDS, MineConfig
 from psp.mine.pipeline import all_candidates, mine_texts
 
 log = logging.getLogger(__name__)
 
 Gold = set[tuple[int, int]]
+
+#: A mining threshold taken from data: the dev optimum of the pair's BUCC-style evaluation.
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -279,3 +286,36 @@ def run_bucc(
         json.dump(results, out, indent=2)
     plot_pr_curves(curves, marks, out_dir / "pr_curve.png")
     return results
+
+
+def mining_threshold(
+    threshold: float | str, cfg: MineConfig, bucc_json: str | os.PathLike | None = None
+) -> tuple[float, dict]:
+    """The threshold a pair mines at, and where it came from (for the mined file's stats).
+
+    A number is used as given. ``auto`` is the dev optimum of the pair's BUCC-style evaluation
+    (``bucc_json``, written by :func:`run_bucc` with the same k, margin and retrieval, so the
+    score is on the same scale), or, for a pair without one, the fixed default of the margin
+    (:data:`DEFAULT_THRESHOLDS`: 1.06 for ``ratio``, the cut LASER used for CCMatrix).
+    """
+    if threshold != AUTO:
+        return float(threshold), {"from": "config"}
+    if bucc_json is None:
+        return DEFAULT_THRESHOLDS[cfg.margin], {
+            "from": "default",
+            "why": f"no BUCC-style evaluation of this pair; the {cfg.margin} margin's default",
+        }
+    try:
+        with open(bucc_json, encoding="utf-8") as handle:
+            result = json.load(handle)
+        dev = result["dev"]
+        value, f1 = float(dev["threshold"]), float(dev["f1"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(f"{bucc_json}: no dev threshold to mine at ({err!r})") from err
+    for key in ("k", "margin", "retrieval"):
+        if result.get(key) != getattr(cfg, key):
+            raise InputError(
+                f"{bucc_json}: tuned with {key} {result.get(key)!r}, but the pair mines with "
+                f"{getattr(cfg, key)!r}; its dev optimum is on another scale"
+            )
+    return value, {"from": "bucc_dev", "file": str(bucc_json), "dev_f1": f1}

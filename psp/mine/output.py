@@ -57,6 +57,7 @@ def write_mined(
     histogram_png: str | os.PathLike | None = None,
     timings: dict[str, float] | None = None,
     inputs: dict | None = None,
+    threshold_source: dict | None = None,
 ) -> dict:
     """Score candidates, apply retrieval and threshold, and write the three outputs atomically.
 
@@ -67,6 +68,8 @@ def write_mined(
         timings: seconds per earlier stage, copied into ``stats.json``.
         inputs: what ``stats.json`` says about the inputs, when the texts are a prepared copy of
             them (the input files, the blank lines left out); by default, the texts' names.
+        threshold_source: where ``cfg.threshold`` came from (``psp.mine.bucc.mining_threshold``);
+            by default the config, or the margin's default when ``cfg.threshold`` is None.
 
     Returns the stats dict written to ``stats_json``.
     """
@@ -89,6 +92,8 @@ def write_mined(
         "margin": cfg.margin,
         "retrieval": cfg.retrieval,
         "threshold": threshold,
+        "threshold_source": threshold_source
+        or {"from": "default" if cfg.threshold is None else "config"},
         "candidates": len(scores),
         "kept": int(keep.sum()),
         "kept_fraction_of_src": float(keep.sum() / max(len(fwd[0]), 1)),

@@ -8,8 +8,6 @@ import yaml
 
 from .conftest import REPO, run_snakemake, write_config
 
-PAPER_LANGUAGES = ["ar", "de", "es", "fr", "ru", "tr", "zh"]
-
 
 def dry_run(workdir, target, *options) -> str:
     """Dry-run ``target``; options (``--config``, ``--configfile`` take several values) go last."""
@@ -25,26 +23,6 @@ def job_counts(text: str) -> dict[str, int]:
         if match:
             counts[match.group(1)] = int(match.group(2))
     return counts
-
-
-def test_paper_config_builds_the_complete_dag(tmp_path):
-    # Every model and its evaluation; not `all`, whose mining and BUCC sets (merged in from
-    # config.yaml) exist only in a data mirror and stop the DAG without one (tests/test_faults_config.py).
-    targets = ["eval_en", *(f"eval_{lang}_en" for lang in PAPER_LANGUAGES)]
-    proc = run_snakemake(
-        [*targets, "-n", "--configfile", str(REPO / "configs/paper.yaml")], tmp_path
-    )
-    listing = proc.stdout + proc.stderr
-    counts = job_counts(listing)
-    assert counts["train_model"] == 1 + len(PAPER_LANGUAGES)
-    assert counts["evaluate_model"] == 1 + len(PAPER_LANGUAGES)
-    # every language's OPUS corpora are fetched, without a mirror, from their upstream URLs
-    for lang in PAPER_LANGUAGES:
-        assert f"results/models/{lang}-en/embeddings.safetensors" in listing
-        assert f"results/sources/.manifests/bitext/{lang}-en/OpenSubtitles2018.json" in listing
-    assert "results/sources/.manifests/paraphrase/paranmt/para-nmt-50m.json" in listing
-    assert "bitext/es-en/Europarl" in listing and "bitext/ar-en/Europarl" not in listing
-    assert "bitext/zh-en/MultiUN" in listing and "bitext/es-en/MultiUN" not in listing
 
 
 def test_slurm_profile_splits_mining_into_shard_jobs(tmp_path, mirror_slice):

@@ -39,10 +39,10 @@ def tiny_config(mirror) -> dict:
 
 
 def config_options(path) -> list[str]:
-    """Options that make the config file at ``path`` the whole config. Merged into config.yaml
-    (Snakemake's default for ``--configfile``), it would keep config.yaml's other models,
-    mining and BUCC pairs, and ``all`` would train, evaluate and mine every one of them."""
-    return ["--configfile", str(path), "--replace-workflow-config"]
+    """Options that make the config file at ``path`` the whole config: it names its models, so
+    the Snakefile does not load config.yaml under it (whose other models, mining and BUCC pairs
+    ``all`` would otherwise train, evaluate and mine; test_only_the_configured_models_ran)."""
+    return ["--configfile", str(path)]
 
 
 #: The English model exported to both libraries, evaluated and timed as peers (the default
@@ -148,6 +148,15 @@ def test_mining_outputs(finished_run):
     stats = json.loads(mined.with_name("es-en.stats.json").read_text())
     assert scores == sorted(scores, reverse=True)
     assert len(scores) == stats["kept"]
+    # threshold: auto (the default) mines at the dev optimum of the pair's BUCC-style task
+    bucc = json.loads((finished_run / "results/bucc/es-en/bucc.json").read_text())
+    assert stats["threshold"] == bucc["dev"]["threshold"]
+    assert stats["threshold_source"] == {
+        "from": "bucc_dev",
+        "file": "results/bucc/es-en/bucc.json",
+        "dev_f1": bucc["dev"]["f1"],
+    }
+    assert min(scores, default=stats["threshold"]) >= stats["threshold"] - 5e-5  # 4 decimals
     assert all(score >= stats["threshold"] for score in scores)
     assert not list((finished_run / "results/mine/work/es-en/emb").glob("*.npy")), "temp shards"
     bucc = json.loads((finished_run / "results/bucc/es-en/bucc.json").read_text())
