@@ -137,7 +137,9 @@ def main() -> None:
             spm_path = Path(tmp) / "en.model"
             text = english_training_text(100_000)
             _, wall, _ = timed(
-                lambda: train_spm(text, spm_path, args.vocab_size, num_threads=os.cpu_count())
+                lambda: train_spm(
+                    text, spm_path, vocab_size=args.vocab_size, num_threads=os.cpu_count()
+                )
             )
             print(f"trained SentencePiece on {len(text)} English bitext lines in {wall:.0f}s")
         model = PSPModel.from_spm(spm_path, args.dim, seed=0)
