@@ -83,7 +83,9 @@ def prepare_sentences(
     """
     cfg = FilterConfig.monolingual(lang, **filters)
     lines = itertools.chain.from_iterable(iter_sentences(data_root, ref) for ref in refs)
-    stats = filter_sentences(lines, lang, cfg, out_text, out_stats, workers=workers)
+    stats = filter_sentences(
+        lines, lang, cfg, out_path=out_text, stats_path=out_stats, workers=workers
+    )
     if stats["kept"] == 0:
         Path(out_text).unlink(missing_ok=True)
         raise InputError(
