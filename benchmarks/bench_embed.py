@@ -229,9 +229,11 @@ def previous_command(
     with mock.patch("psp.cli.score.iter_input_batches", lambda *_: batches):
         if command == "score":
             with atomic_open(output, "wt") as out:
-                score_lines(TorchPooling, input_path, out, batch_size, 1)
+                score_lines(TorchPooling, input_path, out, batch_size=batch_size, threads=1)
         else:
-            embed_lines(TorchPooling, batches, output, batch_size, 1, False)
+            embed_lines(
+                TorchPooling, batches, output, batch_size=batch_size, threads=1, float16=False
+            )
 
 
 def run_process(cmd: list[str], tmp: Path) -> tuple[float, float, float]:

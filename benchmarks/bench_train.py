@@ -235,7 +235,14 @@ def main() -> None:
             clock = StepClock()
             start, load = time.perf_counter(), os.getloadavg()[0]
             with order():
-                out = train(cfg, h5, spm, tmp / name / "model", tmp / name / "work", on_step=clock)
+                out = train(
+                    cfg,
+                    h5,
+                    spm,
+                    model_dir=tmp / name / "model",
+                    work_dir=tmp / name / "work",
+                    on_step=clock,
+                )
             wall = time.perf_counter() - start
             rate = clock.steady_state(tmp / name / "work", n, cfg.megabatch_size, cfg.batch_size)
             sts = stsb_spearman(out, args.data)

@@ -123,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
         cfg,
         args.h5,
         args.spm,
-        args.model_dir,
-        args.work_dir,
+        model_dir=args.model_dir,
+        work_dir=args.work_dir,
         resume=args.resume,
         evaluator=evaluator,
     )

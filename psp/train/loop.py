@@ -142,7 +142,9 @@ class Trainer:
         with torch_threads(cfg.step_threads if self.device.type == "cpu" else None):
             for lo in range(0, len(src), cfg.batch_size):
                 pairs = torch.arange(lo, min(len(src), lo + cfg.batch_size), device=self.device)
-                loss = train_step(self.table, self.optimizer, batch, pairs, cfg, self.generator)
+                loss = train_step(
+                    self.table, self.optimizer, batch, pairs, cfg=cfg, generator=self.generator
+                )
                 state.step += 1
                 state.epoch_loss += loss
                 state.epoch_steps += 1
@@ -176,13 +178,13 @@ class Trainer:
         megabatch = megabatch_size_at(state.step, cfg.anneal, cfg.megabatch_size)
         self.log.append(
             "epoch",
-            state.step,
-            state.epoch,
-            state.last_loss,
-            pairs_per_s,
-            megabatch,
-            state.elapsed,
-            metrics,
+            step=state.step,
+            epoch=state.epoch,
+            loss=state.last_loss,
+            pairs_per_s=pairs_per_s,
+            megabatch=megabatch,
+            elapsed=state.elapsed,
+            metrics=metrics,
         )
         state.epoch += 1
         state.pos, state.epoch_loss, state.epoch_steps = 0, 0.0, 0
@@ -232,6 +234,7 @@ def train(
     cfg: TrainConfig,
     h5_path: str | os.PathLike,
     spm_path: str | os.PathLike,
+    *,
     model_dir: str | os.PathLike,
     work_dir: str | os.PathLike,
     resume: bool = False,
