@@ -44,6 +44,7 @@ class Trainer:
         cfg: TrainConfig,
         h5_path: str | os.PathLike,
         spm_path: str | os.PathLike,
+        *,
         work_dir: str | os.PathLike,
         evaluator: Evaluator | None = None,
         on_step: Callable[[int], None] | None = None,
@@ -111,7 +112,7 @@ class Trainer:
     def train_epoch(self) -> None:
         cfg, state = self.cfg, self.state
         window = cfg.megabatch_size * cfg.batch_size
-        order = EpochOrder(len(self.reader), cfg.seed, state.epoch, window)
+        order = EpochOrder(len(self.reader), seed=cfg.seed, epoch=state.epoch, window_pairs=window)
         stream = EpochStream(self.reader, order, cfg.max_pieces)
         plan = list(plan_megabatches(len(stream), state.pos, state.step, cfg))
         t0, first = time.perf_counter(), state.pos
@@ -256,7 +257,9 @@ def train(
             ``cfg.select_best``, in the direction of its ``greater_is_better`` (default true).
         on_step: called with the global step after every update (progress hooks, tests).
     """
-    trainer = Trainer(cfg, h5_path, spm_path, work_dir, evaluator, on_step)
+    trainer = Trainer(
+        cfg, h5_path, spm_path, work_dir=work_dir, evaluator=evaluator, on_step=on_step
+    )
     try:
         if resume:
             trainer.resume()
