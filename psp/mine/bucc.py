@@ -107,9 +107,7 @@ def precision_recall_curve(
     )
     tp = np.cumsum(hits)
     kept = np.arange(1, len(scores) + 1)
-    last_of_tie = (
-        np.append(scores[1:] != scores[:-1], step=True) if len(scores) else np.zeros(0, bool)
-    )
+    last_of_tie = np.append(scores[1:] != scores[:-1], True) if len(scores) else np.zeros(0, bool)
     tp, kept, thresholds = tp[last_of_tie], kept[last_of_tie], scores[last_of_tie]
     precision = tp / kept
     recall = tp / max(len(gold), 1)
