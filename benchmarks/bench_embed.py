@@ -137,7 +137,9 @@ def main() -> None:
             spm_path = Path(tmp) / "en.model"
             text = english_training_text(100_000)
             _, wall, _ = timed(
-                lambda: train_spm(text, spm_path, args.vocab_size, num_threads=os.cpu_count())
+                lambda: train_spm(
+                    text, spm_path, vocab_size=args.vocab_size, num_threads=os.cpu_count()
+                )
             )
             print(f"trained SentencePiece on {len(text)} English bitext lines in {wall:.0f}s")
         model = PSPModel.from_spm(spm_path, args.dim, seed=0)
@@ -238,9 +240,11 @@ def previous_command(
     with mock.patch("psp.cli.score.iter_input_batches", lambda *_: batches):
         if command == "score":
             with atomic_open(output, "wt") as out:
-                score_lines(TorchPooling, input_path, out, batch_size, 1)
+                score_lines(TorchPooling, input_path, out, batch_size=batch_size, threads=1)
         else:
-            embed_lines(TorchPooling, batches, output, batch_size, 1, False)
+            embed_lines(
+                TorchPooling, batches, output, batch_size=batch_size, threads=1, float16=False
+            )
 
 
 def run_process(cmd: list[str], tmp: Path) -> tuple[float, float, float]:

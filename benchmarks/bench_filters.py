@@ -169,7 +169,7 @@ def timed_filter(pairs, cfg, workers: int, out: Path) -> tuple[float, float, dic
         return seconds, cpu, stats, handle.read()
 
 
-def chain_figures(corpus: str, cfg: FilterConfig, n_pairs: int, old, out_dir: Path) -> None:
+def chain_figures(corpus: str, cfg: FilterConfig, *, n_pairs: int, old, out_dir: Path) -> None:
     pairs = list(itertools.islice(iter_pairs(DATA, corpus), n_pairs))
     print(f"filter_pairs on {corpus}, {len(pairs)} pairs:")
     runs = [("langid off, 1 worker", FilterConfig.from_dict({**cfg.to_dict(), "langid": False}), 1)]
@@ -244,7 +244,7 @@ def main() -> None:
     russian_filter_figures()
     with tempfile.TemporaryDirectory() as tmp:
         for corpus, cfg in CHAIN_CORPORA.items():
-            chain_figures(corpus, cfg, args.pairs, old, Path(tmp))
+            chain_figures(corpus, cfg, n_pairs=args.pairs, old=old, out_dir=Path(tmp))
     print(f"dedup store, {args.dedup_keys} distinct keys:")
     dedup_figures(args.dedup_keys)
     print(f"load average after: {os.getloadavg()[0]:.2f}")

@@ -38,7 +38,7 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux units: KiB
 
 
-def generate(path_big: Path, path_small: Path, lines: int, small: int, seed: int = 0) -> None:
+def generate(path_big: Path, path_small: Path, *, lines: int, small: int, seed: int = 0) -> None:
     """Write ``lines`` pairs to ``path_big`` and the first ``small`` of them to ``path_small``.
 
     Each side is drawn from a pool of 200k sentences of 4-40 Zipf-distributed random words, so
@@ -96,7 +96,7 @@ def child(args: argparse.Namespace) -> None:
 
 
 def run_child(
-    model: Path, tsv: Path | None, out: Path | None, compression: str, bucket_pairs: int
+    model: Path, *, tsv: Path | None, out: Path | None, compression: str, bucket_pairs: int
 ) -> dict:
     cmd = [sys.executable, __file__, "--child", "--model", str(model), "--compression", compression]
     cmd += ["--bucket-pairs", str(bucket_pairs)]
@@ -128,13 +128,15 @@ def main() -> None:
         tmp = Path(tmp)
         big, small = tmp / "big.tsv.gz", tmp / "small.tsv.gz"
         started = time.perf_counter()
-        generate(big, small, args.lines, args.small)
+        generate(big, small, lines=args.lines, small=args.small)
         print(f"generated {args.lines:,} pair lines in {time.perf_counter() - started:.0f} s")
         model = train_spm_from_pairs(
             small, tmp / "bench.model", args.vocab_size, input_sentence_size=200_000
         )
 
-        baseline = run_child(model, None, None, "none", args.bucket_pairs)
+        baseline = run_child(
+            model, tsv=None, out=None, compression="none", bucket_pairs=args.bucket_pairs
+        )
         print(f"imports + model only: peak RSS {baseline['peak_rss_mib']:.0f} MiB")
         rows = {}
         for name, tsv, compression in [
@@ -143,7 +145,11 @@ def main() -> None:
             ("big", big, "none"),
         ]:
             r = run_child(
-                model, tsv, tmp / f"{name}-{compression}.h5", compression, args.bucket_pairs
+                model,
+                tsv=tsv,
+                out=tmp / f"{name}-{compression}.h5",
+                compression=compression,
+                bucket_pairs=args.bucket_pairs,
             )
             rows[name, compression] = r
             print(

@@ -181,7 +181,9 @@ class StepClock:
         return result
 
 
-def optimizer_step_ms(h5: Path, vocab: int, sparse: bool, dim: int = 1024, reps: int = 5) -> float:
+def optimizer_step_ms(
+    h5: Path, *, vocab: int, sparse: bool, dim: int = 1024, reps: int = 5
+) -> float:
     """CPU ms of one optimizer update for the rows a real minibatch touches (its 128 pairs and
     256 negatives ~ 512 sentences), with a table of ``vocab`` rows."""
     from psp.hdf5 import PairReader
@@ -235,7 +237,14 @@ def main() -> None:
             clock = StepClock()
             start, load = time.perf_counter(), os.getloadavg()[0]
             with order():
-                out = train(cfg, h5, spm, tmp / name / "model", tmp / name / "work", on_step=clock)
+                out = train(
+                    cfg,
+                    h5,
+                    spm,
+                    model_dir=tmp / name / "model",
+                    work_dir=tmp / name / "work",
+                    on_step=clock,
+                )
             wall = time.perf_counter() - start
             rate = clock.steady_state(tmp / name / "work", n, cfg.megabatch_size, cfg.batch_size)
             sts = stsb_spearman(out, args.data)
@@ -265,7 +274,9 @@ def main() -> None:
             "mega-batch 100, vocab 8k, grad_clip 5)"
         )
         for vocab in (8000, 50000):
-            lazy, dense = (optimizer_step_ms(h5, vocab, sparse) for sparse in (True, False))
+            lazy, dense = (
+                optimizer_step_ms(h5, vocab=vocab, sparse=sparse) for sparse in (True, False)
+            )
             print(
                 f"optimizer update, vocab {vocab:>6,} x 1024: lazy {lazy:6.1f} ms, "
                 f"dense {dense:6.1f} ms CPU -> {dense / lazy:.1f}x"

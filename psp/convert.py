@@ -83,33 +83,13 @@ def _read_checkpoint(path: Path) -> tuple[torch.Tensor, dict[str, int], object]:
     return weight.detach().to(torch.float32), vocab, args
 
 
-def convert_original(
-    ckpt: str | os.PathLike,
-    spm_model: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    float16: bool = False,
-) -> PSPModel:
-    """Convert an original checkpoint plus its SentencePiece model into a model directory.
-
-    Returns the converted model (already saved to ``out_dir``).
-
-    Example:
-        >>> convert_original("model.para.lc.100.pt", "paranmt.model", "models/paranmt")  # doctest: +SKIP
-    """
-    ckpt = Path(ckpt)
-    weight, vocab, args = _read_checkpoint(ckpt)
-    dim = int(weight.shape[1])
-    if getattr(args, "dim", dim) != dim:
-        raise InputError(f"{ckpt}: args.dim={args.dim} but embedding.weight has {dim} columns")
-    if getattr(args, "tokenize", False):
-        log.warning(
-            "%s was trained on Moses-tokenized text; psp embeds raw text, so scores can differ",
-            ckpt,
-        )
-    lowercase = bool(getattr(args, "lower_case", True))
-    encoder = PieceEncoder(spm_model, lowercase=lowercase)
+def _checkpoint_rows(
+    encoder: PieceEncoder, vocab: dict[str, int], spm_model: str | os.PathLike
+) -> tuple[np.ndarray, list[str], list[str]]:
+    """The checkpoint row of each SentencePiece piece, the ``ORIGINAL_UNK`` row where the
+    checkpoint lacks the piece; with the pieces so mapped (``absent``) and the checkpoint pieces
+    no SentencePiece piece uses (``dropped``), both logged."""
     pieces = encoder.pieces()
-
     unk_row = vocab[ORIGINAL_UNK]
     rows = np.array([vocab.get(piece, unk_row) for piece in pieces], dtype=np.int64)
     rows[encoder.unk_id] = unk_row
@@ -136,7 +116,35 @@ def convert_original(
             ORIGINAL_UNK,
             absent[:10],
         )
+    return rows, absent, dropped
 
+
+def convert_original(
+    ckpt: str | os.PathLike,
+    spm_model: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    float16: bool = False,
+) -> PSPModel:
+    """Convert an original checkpoint plus its SentencePiece model into a model directory.
+
+    Returns the converted model (already saved to ``out_dir``).
+
+    Example:
+        >>> convert_original("model.para.lc.100.pt", "paranmt.model", "models/paranmt")  # doctest: +SKIP
+    """
+    ckpt = Path(ckpt)
+    weight, vocab, args = _read_checkpoint(ckpt)
+    dim = int(weight.shape[1])
+    if getattr(args, "dim", dim) != dim:
+        raise InputError(f"{ckpt}: args.dim={args.dim} but embedding.weight has {dim} columns")
+    if getattr(args, "tokenize", False):
+        log.warning(
+            "%s was trained on Moses-tokenized text; psp embeds raw text, so scores can differ",
+            ckpt,
+        )
+    lowercase = bool(getattr(args, "lower_case", True))
+    encoder = PieceEncoder(spm_model, lowercase=lowercase)
+    rows, absent, dropped = _checkpoint_rows(encoder, vocab, spm_model)
     config = ModelConfig(
         dim=dim,
         vocab_size=encoder.vocab_size,

@@ -138,6 +138,7 @@ def _iter_encoded_chunks(
 
 def _scatter(
     chunks: Iterator[tuple[Ragged, Ragged]],
+    *,
     sizes: np.ndarray,
     buckets: list[Path],
     rng: np.random.Generator,
@@ -176,15 +177,10 @@ def _scatter(
     return totals[0], totals[1]
 
 
-def _gather(
-    buckets: list[Path],
-    n_pairs: int,
-    totals: tuple[int, int],
-    rng: np.random.Generator,
-    h5: h5py.File,
-    compression: str | None,
-) -> None:
-    """Pass 2: create the datasets, then permute each bucket in memory and write it in place."""
+def _create_datasets(
+    h5: h5py.File, *, n_pairs: int, totals: tuple[int, int], compression: str | None
+) -> list[tuple[h5py.Dataset, h5py.Dataset]]:
+    """Each side's chunked ``ids`` and ``offsets`` datasets, sized for the whole file."""
     datasets = []
     for side, total in zip(SIDES, totals, strict=True):
         group = h5.create_group(side)
@@ -204,6 +200,16 @@ def _gather(
         )
         offsets[0] = 0
         datasets.append((ids, offsets))
+    return datasets
+
+
+def _gather(
+    buckets: list[Path],
+    *,
+    datasets: list[tuple[h5py.Dataset, h5py.Dataset]],
+    rng: np.random.Generator,
+) -> None:
+    """Pass 2: permute each bucket in memory and write it in place into ``datasets``."""
     pair_pos, id_pos = 0, [0, 0]
     for path in tqdm(buckets, desc="shuffle", unit="bucket", disable=None):
         sides = _read_bucket(path)
@@ -223,6 +229,7 @@ def write_pairs(
     pairs_tsv_gz: str | os.PathLike,
     spm_model: str | os.PathLike,
     out_h5: str | os.PathLike,
+    *,
     seed: int = 0,
     chunk_pairs: int = 16384,
     max_pieces: int | None = None,
@@ -270,9 +277,10 @@ def write_pairs(
     ):
         buckets = [tmp_dir / f"bucket{b:06d}.bin" for b in range(len(sizes))]
         chunks = _iter_encoded_chunks(pairs_tsv_gz, encoder, chunk_pairs, num_threads)
-        totals = _scatter(chunks, sizes, buckets, rng, pairs_tsv_gz)
+        totals = _scatter(chunks, sizes=sizes, buckets=buckets, rng=rng, source=pairs_tsv_gz)
         with h5py.File(tmp_h5, "w") as h5:
-            _gather(buckets, n_pairs, totals, rng, h5, compression)
+            datasets = _create_datasets(h5, n_pairs=n_pairs, totals=totals, compression=compression)
+            _gather(buckets, datasets=datasets, rng=rng)
             h5.attrs.update(
                 {
                     "layout_version": LAYOUT_VERSION,

@@ -50,6 +50,7 @@ def iter_corpora(
 
 def prepare_pairs(
     data_root: str | os.PathLike,
+    *,
     model_type: str,
     corpora: Sequence[str],
     languages: Sequence[str],
@@ -69,6 +70,7 @@ def prepare_pairs(
 
 def prepare_sentences(
     data_root: str | os.PathLike | None,
+    *,
     refs: Sequence[str],
     lang: str,
     filters: dict[str, Any],
@@ -83,7 +85,9 @@ def prepare_sentences(
     """
     cfg = FilterConfig.monolingual(lang, **filters)
     lines = itertools.chain.from_iterable(iter_sentences(data_root, ref) for ref in refs)
-    stats = filter_sentences(lines, lang, cfg, out_text, out_stats, workers=workers)
+    stats = filter_sentences(
+        lines, lang, cfg, out_path=out_text, stats_path=out_stats, workers=workers
+    )
     if stats["kept"] == 0:
         Path(out_text).unlink(missing_ok=True)
         raise InputError(
@@ -96,6 +100,7 @@ def prepare_sentences(
 
 def prepare_mining_side(
     files: Sequence[str | os.PathLike],
+    *,
     lang: str,
     filters: dict[str, Any],
     n_shards: int,
@@ -114,6 +119,14 @@ def prepare_mining_side(
     out_text.parent.mkdir(parents=True, exist_ok=True)
     with scratch_dir(out_text) as tmp:
         filtered = tmp / "filtered.txt.gz"
-        stats = prepare_sentences(None, files, lang, filters, filtered, out_stats, workers)
+        stats = prepare_sentences(
+            None,
+            refs=files,
+            lang=lang,
+            filters=filters,
+            out_text=filtered,
+            out_stats=out_stats,
+            workers=workers,
+        )
         lines = (line for _, line in iter_lines(filtered))
         return write_sharded_text(lines, stats["kept"], n_shards, out_text, out_plan)

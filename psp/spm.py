@@ -169,6 +169,7 @@ def iter_pair_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
 def train_spm(
     sentences: Iterable[str],
     out_model: str | os.PathLike,
+    *,
     vocab_size: int,
     character_coverage: float = 1.0,
     input_sentence_size: int = 1_000_000,
@@ -195,13 +196,42 @@ def train_spm(
         >>> train_spm(["Hola mundo", "Hello world"] * 50, "tiny.model", vocab_size=30)  # doctest: +SKIP
     """
     out_model = Path(out_model)
+    model_bytes = _trained_model(
+        sentences,
+        seed=seed,
+        vocab_size=vocab_size,
+        character_coverage=character_coverage,
+        byte_fallback=byte_fallback,
+        required_chars=required_chars,
+        input_sentence_size=input_sentence_size,
+        num_threads=num_threads,
+    )
+    actual = spm.SentencePieceProcessor(model_proto=model_bytes).get_piece_size()
+    with atomic_path(out_model) as tmp:
+        tmp.write_bytes(model_bytes)
+    log.info("wrote %s: vocabulary %d pieces (requested %d)", out_model, actual, vocab_size)
+    return out_model
+
+
+def _trained_model(
+    sentences: Iterable[str],
+    *,
+    seed: int,
+    vocab_size: int,
+    character_coverage: float,
+    byte_fallback: bool,
+    required_chars: str,
+    input_sentence_size: int,
+    num_threads: int,
+) -> bytes:
+    """The bytes of a unigram model trained on :func:`normalise`-d ``sentences`` (the settings
+    of :func:`train_spm`). SentencePiece turns an exception inside the sentence iterator into a
+    bare RuntimeError; the original (an InputError naming file:line) is raised instead."""
     spm.set_random_generator_seed(seed)
     buffer = io.BytesIO()
     raised: list[BaseException] = []
 
     def normalised() -> Iterator[str]:
-        # SentencePiece turns an exception inside the iterator into a bare RuntimeError;
-        # keep the original (an InputError naming file:line) to re-raise it.
         try:
             for batch in iter_batches(sentences, _ENCODE_BATCH):
                 yield from model_text(batch)
@@ -232,12 +262,7 @@ def train_spm(
         if raised:
             raise raised[0] from None
         raise
-    model_bytes = buffer.getvalue()
-    actual = spm.SentencePieceProcessor(model_proto=model_bytes).get_piece_size()
-    with atomic_path(out_model) as tmp:
-        tmp.write_bytes(model_bytes)
-    log.info("wrote %s: vocabulary %d pieces (requested %d)", out_model, actual, vocab_size)
-    return out_model
+    return buffer.getvalue()
 
 
 def train_spm_from_pairs(
@@ -250,7 +275,7 @@ def train_spm_from_pairs(
             yield src
             yield tgt
 
-    return train_spm(both_sides(), out_model, vocab_size, **kwargs)
+    return train_spm(both_sides(), out_model, vocab_size=vocab_size, **kwargs)
 
 
 class PieceEncoder:

@@ -11,7 +11,7 @@ from psp.evaluate.results import TABLES as EVAL_TABLES
 from psp.export import EXPORT_FILES
 from psp.sources import SOURCES
 
-validate(config, schema="../configs/config.schema.yaml", set_default=True)
+validate(config, schema="../psp/config.schema.yaml", set_default=True)
 
 MIRROR = config["mirror"]
 DATA_ROOT = wc.data_root(MIRROR)

@@ -304,7 +304,13 @@ def test_langid_alphabet_rule_keeps_russian_drops_its_neighbours(shared_data):
 
 def test_langid_unknown_code_is_an_error():
     with pytest.raises(ValueError, match="xx"):
-        filter_sentences(["a b c"], "xx", None, "/nonexistent/out.txt.gz", "/nonexistent/s.json")
+        filter_sentences(
+            ["a b c"],
+            "xx",
+            None,
+            out_path="/nonexistent/out.txt.gz",
+            stats_path="/nonexistent/s.json",
+        )
 
 
 # ---------------------------------------------------------------- filter_pairs, one filter each
@@ -480,7 +486,7 @@ def test_filter_sentences_keeps_case_and_shares_the_checks(tmp_path):
         (CLEAR["en"], "f:6"),
     ]
     out, stats_path = tmp_path / "es.txt.gz", tmp_path / "stats.json"
-    stats = filter_sentences(lines, "es", None, out, stats_path)
+    stats = filter_sentences(lines, "es", None, out_path=out, stats_path=stats_path)
     assert read_gz(out) == [
         "El gobierno anunció ayer nuevas medidas.",
         "el gobierno anunció ayer nuevas medidas.",
@@ -496,7 +502,7 @@ def test_filter_sentences_keeps_case_and_shares_the_checks(tmp_path):
 
     # plain strings, lowercased on request
     cfg = FilterConfig.monolingual("es", lowercase=True, langid=False)
-    filter_sentences([text for text, _ in lines], "es", cfg, out, stats_path)
+    filter_sentences([text for text, _ in lines], "es", cfg, out_path=out, stats_path=stats_path)
     assert read_gz(out) == ["el gobierno anunció ayer nuevas medidas.", CLEAR["en"].lower()]
 
 

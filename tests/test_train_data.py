@@ -31,7 +31,10 @@ def test_megabatch_size_anneals_and_never_resets():
     [(1, 12800, 64), (63, 128, 64), (1000, 100, 64), (9999, 640, 32)],
 )
 def test_every_epoch_order_is_a_permutation(n_pairs, window, block):
-    orders = [EpochOrder(n_pairs, 7, epoch, window, block) for epoch in (0, 1)]
+    orders = [
+        EpochOrder(n_pairs, seed=7, epoch=epoch, window_pairs=window, block=block)
+        for epoch in (0, 1)
+    ]
     for order in orders:
         indices = order.indices(0, n_pairs)
         assert sorted(indices.tolist()) == list(range(n_pairs))
@@ -41,7 +44,9 @@ def test_every_epoch_order_is_a_permutation(n_pairs, window, block):
         )
     if n_pairs > block:
         assert orders[0].indices(0, n_pairs).tolist() != orders[1].indices(0, n_pairs).tolist()
-    again = EpochOrder(n_pairs, 7, 1, window, block).indices(0, n_pairs)
+    again = EpochOrder(n_pairs, seed=7, epoch=1, window_pairs=window, block=block).indices(
+        0, n_pairs
+    )
     assert np.array_equal(again, orders[1].indices(0, n_pairs))  # a function of seed and epoch
 
 
@@ -70,7 +75,10 @@ def test_minibatches_and_megabatches_change_every_epoch_as_by_chance(n_pairs):
     """The former order (blocks of one mega-batch, permuted) kept 68-100% of the minibatches of
     these sizes identical from one epoch to the next; a fresh permutation keeps none, and a
     pair meets its former minibatch mates about as often as under a uniform permutation."""
-    epochs = [EpochOrder(n_pairs, 0, e, CAP * BATCH).indices(0, n_pairs) for e in (0, 1)]
+    epochs = [
+        EpochOrder(n_pairs, seed=0, epoch=e, window_pairs=CAP * BATCH).indices(0, n_pairs)
+        for e in (0, 1)
+    ]
     rng = np.random.default_rng(1)
     chance = [rng.permutation(n_pairs) for _ in (0, 1)]
     for size in (BATCH, CAP * BATCH):
@@ -103,7 +111,7 @@ class ListReader:
 def test_stream_reads_the_order_window_by_window():
     n, window, block = 5000, 640, 64
     reader = ListReader(n)
-    order = EpochOrder(n, 3, 2, window, block)
+    order = EpochOrder(n, seed=3, epoch=2, window_pairs=window, block=block)
     stream = EpochStream(reader, order, max_pieces=3)
     cfg = TrainConfig(batch_size=32, megabatch_size=window // 32, anneal=2)
     windows = list(megabatch_windows(len(stream), 0, 0, cfg))

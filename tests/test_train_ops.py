@@ -98,11 +98,11 @@ def test_margin_loss_and_its_gradient_match_autograd_through_cosine_similarity()
         hinge_t = F.relu(margin - pos + F.cosine_similarity(s, t_neg))
         return (hinge_t + F.relu(margin - pos + F.cosine_similarity(t, s_neg))).mean()
 
-    ours, ref = margin_loss(*inputs, 0.4), reference(*inputs, 0.4)
+    ours, ref = margin_loss(*inputs, margin=0.4), reference(*inputs, 0.4)
     torch.testing.assert_close(ours, ref)
     for a, b in zip(torch.autograd.grad(ours, inputs), torch.autograd.grad(ref, inputs)):
         torch.testing.assert_close(a, b)
-    assert torch.autograd.gradcheck(lambda *x: margin_loss(*x, 0.4), inputs)
+    assert torch.autograd.gradcheck(lambda *x: margin_loss(*x, margin=0.4), inputs)
 
 
 def test_unique_rows_is_torch_unique():
@@ -204,7 +204,7 @@ def test_train_step_clips_the_gradient_norm(clip):
     recorder = Recorder()
     pairs = torch.arange(12)
     batch = MinedMegabatch(bags, bags.select(shuffled), pairs.roll(1), pairs.roll(2))
-    train_step(table, recorder, batch, pairs, cfg)
+    train_step(table, recorder, batch, pairs, cfg=cfg)
     norm = float(torch.linalg.vector_norm(recorder.grad))
     if clip is None:
         assert norm > 1e-2  # the unclipped norm is far above the clip tested

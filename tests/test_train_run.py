@@ -81,7 +81,7 @@ def held_out_quality(model, pairs: list[tuple[str, str]], batch: int = 128) -> d
             F.normalize(torch.from_numpy(model.embed(list(side))), dim=1) for side in zip(*part)
         )
         neg_tgt, neg_src = mine_negatives(s, t)
-        losses.append(float(margin_loss(s, t, t[neg_tgt], s[neg_src], 0.4)) * len(part))
+        losses.append(float(margin_loss(s, t, t[neg_tgt], s[neg_src], margin=0.4)) * len(part))
         hits += int(((s @ t.T).argmax(dim=1) == torch.arange(len(part))).sum())
     return {"loss": sum(losses) / len(pairs), "accuracy": hits / len(pairs)}
 
@@ -92,7 +92,9 @@ def test_training_improves_held_out_loss_and_retrieval(tiny, tmp_path):
     cfg = tiny_config(epochs=5)
     init = PSPModel.from_spm(tiny["spm"], dim=cfg.dim, seed=cfg.seed)
     before = held_out_quality(init, tiny["held"])
-    out = train(cfg, tiny["h5"], tiny["spm"], tmp_path / "model", tmp_path / "work")
+    out = train(
+        cfg, tiny["h5"], tiny["spm"], model_dir=tmp_path / "model", work_dir=tmp_path / "work"
+    )
     after = held_out_quality(load(out), tiny["held"])
     assert after["loss"] < 0.8 * before["loss"], (before, after)
     assert after["accuracy"] > before["accuracy"] + 0.05, (before, after)
@@ -113,7 +115,9 @@ def test_pair_weighting_training_improves_held_out_retrieval(tiny, tmp_path):
     cfg = tiny_config(epochs=5, loss="pair_weighting")
     init = PSPModel.from_spm(tiny["spm"], dim=cfg.dim, seed=cfg.seed)
     before = held_out_quality(init, tiny["held"])
-    out = train(cfg, tiny["h5"], tiny["spm"], tmp_path / "model", tmp_path / "work")
+    out = train(
+        cfg, tiny["h5"], tiny["spm"], model_dir=tmp_path / "model", work_dir=tmp_path / "work"
+    )
     after = held_out_quality(load(out), tiny["held"])
     assert after["accuracy"] > before["accuracy"] + 0.05, (before, after)
     provenance = json.loads((out / "config.json").read_text())["provenance"]
@@ -130,7 +134,7 @@ def test_both_objectives_train_on_the_same_minibatches(tiny, tmp_path):
 
         def recording(table, optimizer, batch, pairs, cfg, generator, _seen=seen[loss]):
             _seen.append((batch.src.select(pairs).ids, batch.tgt.select(pairs).ids))
-            return train_step(table, optimizer, batch, pairs, cfg, generator)
+            return train_step(table, optimizer, batch, pairs, cfg=cfg, generator=generator)
 
         with mock.patch.object(loop, "train_step", recording):
             run(tiny, tmp_path / loss, tiny_config(loss=loss))
@@ -145,7 +149,13 @@ def test_first_step_same_for_sparse_and_dense_adam(tiny, tmp_path, loss):
     for sparse in (True, False):
         cfg = tiny_config(sparse=sparse, max_steps=1, loss=loss)
         runs[sparse] = weights(
-            train(cfg, tiny["h5"], tiny["spm"], tmp_path / f"m{sparse}", tmp_path / f"w{sparse}")
+            train(
+                cfg,
+                tiny["h5"],
+                tiny["spm"],
+                model_dir=tmp_path / f"m{sparse}",
+                work_dir=tmp_path / f"w{sparse}",
+            )
         )
     torch.testing.assert_close(runs[True], runs[False], rtol=1e-5, atol=1e-6)
 
@@ -155,29 +165,54 @@ def test_first_step_same_for_sparse_and_dense_adam(tiny, tmp_path, loss):
 )
 def test_interrupted_and_resumed_run_ends_with_identical_parameters(tiny, tmp_path, crash_at, loss):
     cfg = tiny_config(dropout=0.1, checkpoint_every=7, loss=loss)
-    straight = weights(train(cfg, tiny["h5"], tiny["spm"], tmp_path / "a", tmp_path / "wa"))
+    straight = weights(
+        train(cfg, tiny["h5"], tiny["spm"], model_dir=tmp_path / "a", work_dir=tmp_path / "wa")
+    )
 
     def crash(step: int) -> None:
         if step == crash_at:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        train(cfg, tiny["h5"], tiny["spm"], tmp_path / "b", tmp_path / "wb", on_step=crash)
+        train(
+            cfg,
+            tiny["h5"],
+            tiny["spm"],
+            model_dir=tmp_path / "b",
+            work_dir=tmp_path / "wb",
+            on_step=crash,
+        )
     meta = json.loads((tmp_path / "wb" / "checkpoints" / "state.json").read_text())
     assert crash_at - 20 <= meta["state"]["step"] < crash_at  # the resume replays steps
     assert 0 < meta["state"]["pos"]  # from the middle of an epoch
-    resumed = train(cfg, tiny["h5"], tiny["spm"], tmp_path / "b", tmp_path / "wb", resume=True)
+    resumed = train(
+        cfg,
+        tiny["h5"],
+        tiny["spm"],
+        model_dir=tmp_path / "b",
+        work_dir=tmp_path / "wb",
+        resume=True,
+    )
     assert torch.equal(weights(resumed), straight)
 
 
 def test_run_stopped_at_max_steps_continues_to_the_same_parameters(tiny, tmp_path):
     cfg = tiny_config(checkpoint_every=1000)
-    straight = weights(train(cfg, tiny["h5"], tiny["spm"], tmp_path / "a", tmp_path / "wa"))
+    straight = weights(
+        train(cfg, tiny["h5"], tiny["spm"], model_dir=tmp_path / "a", work_dir=tmp_path / "wa")
+    )
     stopped = dataclasses.replace(cfg, max_steps=50)
-    train(stopped, tiny["h5"], tiny["spm"], tmp_path / "b", tmp_path / "wb")
+    train(stopped, tiny["h5"], tiny["spm"], model_dir=tmp_path / "b", work_dir=tmp_path / "wb")
     meta = json.loads((tmp_path / "wb" / "checkpoints" / "state.json").read_text())
     assert meta["state"]["epoch"] == 0 and 50 <= meta["state"]["step"] < 94
-    resumed = train(cfg, tiny["h5"], tiny["spm"], tmp_path / "b", tmp_path / "wb", resume=True)
+    resumed = train(
+        cfg,
+        tiny["h5"],
+        tiny["spm"],
+        model_dir=tmp_path / "b",
+        work_dir=tmp_path / "wb",
+        resume=True,
+    )
     assert torch.equal(weights(resumed), straight)
 
 
@@ -186,20 +221,30 @@ def test_resuming_a_finished_run_rewrites_its_deleted_outputs(tiny, tmp_path):
     keeps the checkpoint valid); the resumed run has nothing left to train but must export the
     same model, log and learning curve again."""
     cfg = tiny_config(epochs=2)
-    first = weights(train(cfg, tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w"))
+    first = weights(
+        train(cfg, tiny["h5"], tiny["spm"], model_dir=tmp_path / "m", work_dir=tmp_path / "w")
+    )
     log = (tmp_path / "w" / "train_log.tsv").read_text()
     shutil.rmtree(tmp_path / "m")
     for output in ("train_log.tsv", "learning_curve.png"):
         (tmp_path / "w" / output).unlink()
     assert has_checkpoint(tmp_path / "w", cfg, tiny["h5"])
-    again = train(cfg, tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w", resume=True)
+    again = train(
+        cfg, tiny["h5"], tiny["spm"], model_dir=tmp_path / "m", work_dir=tmp_path / "w", resume=True
+    )
     assert torch.equal(weights(again), first)
     assert (tmp_path / "w" / "train_log.tsv").read_text() == log
     assert (tmp_path / "w" / "learning_curve.png").stat().st_size > 1000
 
 
 def test_incompatible_checkpoint_is_discarded(tiny, tmp_path):
-    train(tiny_config(max_steps=3), tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w")
+    train(
+        tiny_config(max_steps=3),
+        tiny["h5"],
+        tiny["spm"],
+        model_dir=tmp_path / "m",
+        work_dir=tmp_path / "w",
+    )
     assert not has_checkpoint(tmp_path / "w", tiny_config(dim=16), tiny["h5"])
     assert not (tmp_path / "w" / "checkpoints").exists()
 
@@ -211,17 +256,27 @@ def test_a_finished_run_of_other_hyperparameters_is_trained_again(tiny, tmp_path
     """A workflow reruns training when its params change. Resuming the finished checkpoint
     would export the old parameters under the new config's provenance."""
     cfg = tiny_config(epochs=2)
-    first = weights(train(cfg, tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w"))
+    first = weights(
+        train(cfg, tiny["h5"], tiny["spm"], model_dir=tmp_path / "m", work_dir=tmp_path / "w")
+    )
     changed = dataclasses.replace(cfg, **change)
     assert not has_checkpoint(tmp_path / "w", changed, tiny["h5"])
-    again = weights(train(changed, tiny["h5"], tiny["spm"], tmp_path / "m2", tmp_path / "w"))
+    again = weights(
+        train(changed, tiny["h5"], tiny["spm"], model_dir=tmp_path / "m2", work_dir=tmp_path / "w")
+    )
     assert not torch.equal(again, first)
 
 
 def test_a_checkpoint_past_the_epochs_asked_is_discarded_and_one_short_of_them_resumed(
     tiny, tmp_path
 ):
-    train(tiny_config(epochs=2), tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w")
+    train(
+        tiny_config(epochs=2),
+        tiny["h5"],
+        tiny["spm"],
+        model_dir=tmp_path / "m",
+        work_dir=tmp_path / "w",
+    )
     assert has_checkpoint(tmp_path / "w", tiny_config(epochs=3), tiny["h5"])  # trains one more
     assert not has_checkpoint(tmp_path / "w", tiny_config(epochs=1), tiny["h5"])
     assert not (tmp_path / "w" / "checkpoints").exists()
@@ -229,18 +284,37 @@ def test_a_checkpoint_past_the_epochs_asked_is_discarded_and_one_short_of_them_r
 
 def test_more_epochs_continue_a_finished_run_to_the_parameters_of_one_straight_run(tiny, tmp_path):
     straight = weights(
-        train(tiny_config(epochs=3), tiny["h5"], tiny["spm"], tmp_path / "a", tmp_path / "wa")
+        train(
+            tiny_config(epochs=3),
+            tiny["h5"],
+            tiny["spm"],
+            model_dir=tmp_path / "a",
+            work_dir=tmp_path / "wa",
+        )
     )
-    train(tiny_config(epochs=2), tiny["h5"], tiny["spm"], tmp_path / "b", tmp_path / "wb")
+    train(
+        tiny_config(epochs=2),
+        tiny["h5"],
+        tiny["spm"],
+        model_dir=tmp_path / "b",
+        work_dir=tmp_path / "wb",
+    )
     extended = train(
-        tiny_config(epochs=3), tiny["h5"], tiny["spm"], tmp_path / "b", tmp_path / "wb", resume=True
+        tiny_config(epochs=3),
+        tiny["h5"],
+        tiny["spm"],
+        model_dir=tmp_path / "b",
+        work_dir=tmp_path / "wb",
+        resume=True,
     )
     assert torch.equal(weights(extended), straight)
 
 
 def run(tiny, tmp_path: Path, cfg: TrainConfig, **options) -> Path:
     """``train`` on the tiny data into ``tmp_path/m`` (model) and ``tmp_path/w`` (work)."""
-    return train(cfg, tiny["h5"], tiny["spm"], tmp_path / "m", tmp_path / "w", **options)
+    return train(
+        cfg, tiny["h5"], tiny["spm"], model_dir=tmp_path / "m", work_dir=tmp_path / "w", **options
+    )
 
 
 def test_resume_refuses_another_architecture(tiny, tmp_path):
@@ -321,7 +395,7 @@ def test_train_on_cuda(tiny, tmp_path, loss):
         tiny_config(device="cuda", epochs=1, loss=loss),
         tiny["h5"],
         tiny["spm"],
-        tmp_path / "m",
-        tmp_path / "w",
+        model_dir=tmp_path / "m",
+        work_dir=tmp_path / "w",
     )
     assert np.isfinite(weights(out).numpy()).all()

@@ -10,12 +10,12 @@ setup(snakemake)
 job = snakemake.params.job
 prepare_pairs(
     wc.staged_root(snakemake.input, wc.refs_files(Path(), job["corpora"], job["languages"])),
-    job["type"],
-    job["corpora"],
-    job["languages"],
-    job["filters"],
-    snakemake.output.pairs,
-    snakemake.output.stats,
+    model_type=job["type"],
+    corpora=job["corpora"],
+    languages=job["languages"],
+    filters=job["filters"],
+    out_pairs=snakemake.output.pairs,
+    out_stats=snakemake.output.stats,
     max_pairs=job["max_pairs"],
     workers=snakemake.threads,
 )

@@ -7,11 +7,11 @@ setup(snakemake)
 job = snakemake.params.job
 prepare_mining_side(
     snakemake.input,
-    job["lang"],
-    job["filters"],
-    snakemake.params.shards,
-    snakemake.output.text,
-    snakemake.output.plan,
-    snakemake.output.stats,
+    lang=job["lang"],
+    filters=job["filters"],
+    n_shards=snakemake.params.shards,
+    out_text=snakemake.output.text,
+    out_plan=snakemake.output.plan,
+    out_stats=snakemake.output.stats,
     workers=snakemake.threads,
 )

@@ -26,8 +26,8 @@ train(
     cfg,
     snakemake.input.h5,
     snakemake.input.spm,
-    Path(snakemake.output.config).parent,
-    work_dir,
+    model_dir=Path(snakemake.output.config).parent,
+    work_dir=work_dir,
     resume=has_checkpoint(work_dir, cfg, snakemake.input.h5),
     evaluator=evaluator,
 )

@@ -46,6 +46,7 @@ def embed_lines(
     model,
     batches: Iterable[tuple[int, list[str]]],
     output: str | Path,
+    *,
     batch_size: int,
     threads: int,
     float16: bool,
@@ -97,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads or default_threads()
     output = Path(args.output)
     batches = iter_input_batches(args.input, args.batch_size)
-    n = embed_lines(model, batches, output, args.batch_size, threads, args.float16)
+    n = embed_lines(
+        model, batches, output, batch_size=args.batch_size, threads=threads, float16=args.float16
+    )
     print(f"wrote {n} x {model.dim} embeddings to {output}", file=sys.stderr)
     return 0
 

@@ -8,10 +8,13 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 from pathlib import Path
 
-from psp.cli.options import finite_float, input_file, positive_int
+from psp.cli.options import add_key_flags, input_file
+from psp.config_schema import config_keys
+from psp.io import InputError
 
 log = logging.getLogger(__name__)
 
@@ -20,8 +23,8 @@ HELP = "mine parallel sentences (margin-scored kNN) from two text files"
 
 
 def register(subparsers) -> None:
-    # For the defaults: importing psp.mine loads torch and Faiss, paid by `psp mine` alone.
-    from psp.mine.config import MARGINS, RETRIEVALS, IndexConfig, MineConfig
+    # For the keys: importing psp.mine loads torch and Faiss, paid by `psp mine` alone.
+    from psp.mine.config import IndexConfig, MineConfig
 
     parser = subparsers.add_parser(
         NAME,
@@ -29,7 +32,6 @@ def register(subparsers) -> None:
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    defaults = MineConfig()
     parser.add_argument("--model", required=True, type=Path, help="model directory (psp.load)")
     parser.add_argument(
         "--src-file", required=True, type=input_file, help="source sentences, one per line (.gz ok)"
@@ -45,45 +47,6 @@ def register(subparsers) -> None:
         "--tgt-lang", help="target language code, checked against the model's languages"
     )
     parser.add_argument(
-        "--k",
-        type=positive_int,
-        default=defaults.k,
-        help="neighbours for the margin and candidates",
-    )
-    parser.add_argument("--margin", choices=MARGINS, default=defaults.margin)
-    parser.add_argument("--retrieval", choices=RETRIEVALS, default=defaults.retrieval)
-    parser.add_argument(
-        "--threshold",
-        type=finite_float,
-        default=None,
-        help="keep pairs scoring at least this (default: per margin)",
-    )
-    parser.add_argument(
-        "--shards", type=positive_int, default=defaults.n_shards, help="embedding shards per side"
-    )
-    parser.add_argument(
-        "--block-size", type=positive_int, default=defaults.block_size, help="rows per kNN block"
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=defaults.batch_size,
-        help="sentences per embed call",
-    )
-    parser.add_argument("--float16", action="store_true", help="store embedding shards as float16")
-    parser.add_argument(
-        "--ivf-min-size",
-        type=positive_int,
-        default=None,
-        help="search shards of at least this many rows with a Faiss IVF index (default: always exact)",
-    )
-    parser.add_argument(
-        "--nprobe",
-        type=positive_int,
-        default=IndexConfig().nprobe,
-        help="IVF lists probed per query",
-    )
-    parser.add_argument(
         "--work-dir",
         type=Path,
         default=None,
@@ -91,31 +54,47 @@ def register(subparsers) -> None:
         "settings (default: <output>.work, removed on success or bad input; a rerun after a "
         "crash resumes there)",
     )
+    # One flag per mining key, declared in psp/config.schema.yaml like the workflow's.
+    mine_keys = parser.add_argument_group("mining keys")
+    add_key_flags(
+        mine_keys,
+        config_keys(MineConfig),
+        dataclasses.asdict(MineConfig()),
+        flags={"n_shards": "--shards"},
+    )
+    index_keys = parser.add_argument_group(
+        "IVF search keys (without --ivf-min-size every pair is searched exactly)"
+    )
+    add_key_flags(
+        index_keys,
+        config_keys(IndexConfig),
+        dataclasses.asdict(IndexConfig()) | {"ivf_min_size": None},
+    )
     parser.set_defaults(func=run)
+
+
+def build_config(args: argparse.Namespace):
+    """The :class:`MineConfig` of the flags given; an index only with ``--ivf-min-size``."""
+    from psp.mine.config import IndexConfig, MineConfig
+
+    def given(cls) -> dict:
+        return {key: getattr(args, key) for key in config_keys(cls) if hasattr(args, key)}
+
+    index = given(IndexConfig)
+    try:
+        return MineConfig(
+            **given(MineConfig),
+            index=IndexConfig(**index) if "ivf_min_size" in index else None,
+        )
+    except ValueError as err:
+        raise InputError(str(err)) from err
 
 
 def run(args: argparse.Namespace) -> int:
     import psp
-    from psp.io import InputError
-    from psp.mine.config import IndexConfig, MineConfig
     from psp.mine.pipeline import check_model_languages, mine_files
 
-    try:
-        cfg = MineConfig(
-            k=args.k,
-            margin=args.margin,
-            retrieval=args.retrieval,
-            threshold=args.threshold,
-            n_shards=args.shards,
-            block_size=args.block_size,
-            batch_size=args.batch_size,
-            float16=args.float16,
-            index=None
-            if args.ivf_min_size is None
-            else IndexConfig(ivf_min_size=args.ivf_min_size, nprobe=args.nprobe),
-        )
-    except ValueError as err:
-        raise InputError(str(err)) from err
+    cfg = build_config(args)
     if (args.src_lang is None) != (args.tgt_lang is None):
         raise InputError("--src-lang and --tgt-lang must be given together")
     model = psp.load(args.model)

@@ -61,6 +61,56 @@ def fraction(text: str) -> float:
     return value
 
 
+def key_type(key):
+    """An argparse ``type`` that parses and range-checks one config key
+    (:class:`psp.config_schema.Key`)."""
+
+    def parse(text: str):
+        try:
+            return key.parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parse.__name__ = key.python_type.__name__  # argparse names the type in its messages
+    return parse
+
+
+def add_key_flags(group, keys: dict, defaults: dict, flags: dict | None = None) -> None:
+    """One ``--flag`` per config key, its help and range from the key's schema declaration.
+
+    A flag not given leaves no attribute (``argparse.SUPPRESS``), so the value of a config file,
+    or the default, stays; ``defaults`` only shows in the help.
+
+    Args:
+        group: parser or argument group.
+        keys: ``{field: Key}`` of a :func:`psp.config_schema.config_class`.
+        defaults: the value each field takes when its flag is not given.
+        flags: the flag of a field whose flag is not ``--`` plus its name with dashes.
+    """
+    for field, key in keys.items():
+        flag = (flags or {}).get(field, "--" + field.replace("_", "-"))
+        default = defaults[field]
+        text = f"{key.description} (default: {'none' if default is None else default})"
+        text = text.replace("%", "%%")  # argparse formats help with %
+        if key.kind == "boolean":
+            group.add_argument(
+                flag,
+                dest=field,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=text,
+            )
+        else:
+            group.add_argument(
+                flag,
+                dest=field,
+                type=key_type(key),
+                default=argparse.SUPPRESS,
+                metavar=flag.removeprefix("--").replace("-", "_").upper(),
+                help=text,
+            )
+
+
 def input_file(text: str) -> str:
     """An existing readable file (not a directory)."""
     if not os.path.exists(text):

@@ -31,7 +31,7 @@ def split_pair(line: str, where: str) -> tuple[str, str]:
     return fields[0], fields[1]
 
 
-def score_lines(model, path: str, out, batch_size: int, threads: int) -> int:
+def score_lines(model, path: str, out, *, batch_size: int, threads: int) -> int:
     """Score every line of ``path`` into the text stream ``out``; returns the number of pairs."""
     import numpy as np
 
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             out = sys.stdout
         else:
             out = stack.enter_context(atomic_open(args.output, "wt"))
-        n = score_lines(model, args.input, out, args.batch_size, threads)
+        n = score_lines(model, args.input, out, batch_size=args.batch_size, threads=threads)
     print(f"scored {n} pairs", file=sys.stderr)
     return 0
 

@@ -1,7 +1,8 @@
 """``psp train``: train a P-SP model from a training HDF5 file and its SentencePiece model.
 
-Every training key (:class:`psp.train.TrainConfig`) has a flag, made from the config's own
-field specs, so names, defaults and ranges are those of the config file and the workflow.
+Every training key (:class:`psp.train.TrainConfig`) has a flag, made from the key's declaration
+in ``psp/config.schema.yaml``, so names, defaults and ranges are those of the config file and
+the workflow.
 Values come from the defaults, then ``--config``, then the flags. After each epoch the model is
 scored on STS-B dev (``--data``, else ``$PSP_SHARED_DATA``), which picks the exported epoch;
 ``--no-eval`` trains without it (and exports the last epoch).
@@ -10,16 +11,16 @@ scored on STS-B dev (``--data``, else ``$PSP_SHARED_DATA``), which picks the exp
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 from pathlib import Path
 
-from psp.cli.options import input_file
+from psp.cli.options import add_key_flags, input_file
+from psp.config_schema import config_keys
 from psp.io import InputError
 
 NAME = "train"
-#: A flag not given leaves no attribute, so the config file's value (or the default) stays.
-SUPPRESS = argparse.SUPPRESS
 HELP = "train a P-SP model"
 
 
@@ -27,21 +28,8 @@ def input_path(text: str) -> Path:
     return Path(input_file(text))
 
 
-def flag_type(spec):
-    """An argparse ``type`` that parses and range-checks one training key."""
-
-    def parse(text: str):
-        try:
-            return spec.parse(text)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-
-    parse.__name__ = spec.kind.__name__  # argparse names the type in its messages
-    return parse
-
-
 def register(subparsers) -> None:
-    from psp.train.config import specs
+    from psp.train.config import TrainConfig
 
     parser = subparsers.add_parser(
         NAME,
@@ -72,14 +60,7 @@ def register(subparsers) -> None:
         "--no-eval", action="store_true", help="no per-epoch evaluation: export the last epoch"
     )
     keys = parser.add_argument_group("training keys (default: the config file's, else shown)")
-    for key, (default, spec) in specs().items():
-        flag = "--" + key.replace("_", "-")
-        text = f"{spec.help} (default: {'none' if default is None else default})"
-        if spec.kind is bool:
-            action = argparse.BooleanOptionalAction
-            keys.add_argument(flag, dest=key, action=action, default=SUPPRESS, help=text)
-        else:
-            keys.add_argument(flag, dest=key, type=flag_type(spec), default=SUPPRESS, help=text)
+    add_key_flags(keys, config_keys(TrainConfig), dataclasses.asdict(TrainConfig()))
     parser.set_defaults(func=run)
 
 
@@ -142,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
         cfg,
         args.h5,
         args.spm,
-        args.model_dir,
-        args.work_dir,
+        model_dir=args.model_dir,
+        work_dir=args.work_dir,
         resume=args.resume,
         evaluator=evaluator,
     )

@@ -1,18 +1,22 @@
-"""The settings of one filtering run, with the presets the pipeline uses."""
+"""The settings of one filtering run, with the presets the pipeline uses.
+
+Each key is declared in ``psp/config.schema.yaml`` (``definitions.filters``, and
+``filters_library`` for ``languages``, which the workflow takes from the model). The schema
+gives the filter keys no default, since a key a model leaves out takes its type's preset; their
+plain defaults are written here, once.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from psp.config_keys import reject_unknown_keys
+from psp.config_schema import config_class, from_mapping
 
 LengthSide = Literal["src", "tgt", "both", "mean"]
-_LENGTH_SIDES = ("src", "tgt", "both", "mean")
 
 
-@dataclass(frozen=True)
+@config_class("#/definitions/filters", "#/definitions/filters_library", frozen=True)
 class FilterConfig:
     """What to remove from a corpus before training (or before mining).
 
@@ -55,21 +59,14 @@ class FilterConfig:
     min_score: float | None = 0.4
     score_model: str | None = None
 
-    def __post_init__(self):
-        if not isinstance(self.languages, tuple) or not 1 <= len(self.languages) <= 2:
+    def _check(self) -> None:
+        """What the schema cannot say: relations between keys."""
+        if not isinstance(self.languages, tuple):
+            raise ValueError(f"languages: expected a tuple of codes, got {self.languages!r}")
+        if self.min_tokens > self.max_tokens:
             raise ValueError(
-                f"languages must be a tuple of one or two codes, got {self.languages!r}"
+                f"need min_tokens <= max_tokens, got {self.min_tokens}, {self.max_tokens}"
             )
-        if self.length_side not in _LENGTH_SIDES:
-            raise ValueError(
-                f"length_side must be one of {_LENGTH_SIDES}, got {self.length_side!r}"
-            )
-        if not 0 <= self.min_tokens <= self.max_tokens:
-            raise ValueError(
-                f"need 0 <= min_tokens <= max_tokens, got {self.min_tokens}, {self.max_tokens}"
-            )
-        if not 0.0 <= self.langid_threshold <= 1.0:
-            raise ValueError(f"langid_threshold must lie in [0, 1], got {self.langid_threshold}")
         if self.langid_candidates is not None:
             if not isinstance(self.langid_candidates, tuple):
                 raise ValueError("langid_candidates must be a tuple of language codes or None")
@@ -123,14 +120,13 @@ class FilterConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FilterConfig:
         """Build from a plain mapping (YAML/JSON config); an unknown key is an error naming it."""
-        reject_unknown_keys(d, cls, "filter settings")
         if "languages" not in d:
             raise ValueError("filter settings need 'languages'")
         d = dict(d)
         for key in ("languages", "langid_candidates"):
             if isinstance(d.get(key), list):
                 d[key] = tuple(d[key])
-        return cls(**d)
+        return from_mapping(cls, d, "filter settings")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready mapping that :meth:`from_dict` reads back."""

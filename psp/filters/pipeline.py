@@ -33,7 +33,7 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
@@ -166,8 +166,64 @@ def _alive(reasons: list[str | None]) -> list[int]:
     return [i for i, reason in enumerate(reasons) if reason is None]
 
 
+class _Tally:
+    """Writes the records a chunk keeps, one tab-joined record a line, and counts the removed
+    ones by reason."""
+
+    def __init__(self, out: IO[str], bar: tqdm) -> None:
+        self.out, self.bar = out, bar
+        self.kept = 0
+        self.removed: Counter[str] = Counter()
+
+    def add(self, chunk: _Chunk, verdicts: list[bool]) -> None:
+        """Record ``chunk``, whose language checks gave ``verdicts`` (one per langid row)."""
+        for row, ok in zip(chunk.langid_rows, verdicts, strict=True):
+            if not ok:
+                chunk.reasons[row] = "langid"
+        for reason, sides in zip(chunk.reasons, chunk.outputs, strict=True):
+            if reason is None:
+                self.out.write("\t".join(sides) + "\n")
+                self.kept += 1
+            else:
+                self.removed[reason] += 1
+        self.bar.update(len(chunk.reasons))
+
+
+def _filter_chunks(
+    records: Iterable[_Record], *, filt: _Filter, tally: _Tally, pool, workers: int, chunk_size: int
+) -> int:
+    """Filter ``records`` chunk by chunk into ``tally``, in input order, language checks in
+    ``pool`` (or here when it is ``None``); returns the number of records read.
+
+    Not Pool.imap: its feeder thread drains the input iterator as fast as it can, so memory
+    would grow with the corpus; here at most 2 * workers chunks wait.
+    """
+    pending: deque = deque()  # chunks in flight, oldest first
+    lines_in = 0
+
+    def finish(max_pending: int) -> None:
+        while len(pending) > max_pending:
+            chunk, verdicts = pending.popleft()
+            tally.add(chunk, verdicts.get() if pool is not None else verdicts)
+
+    for batch in iter_batches(records, chunk_size):
+        lines_in += len(batch)
+        chunk = filt.prepare(batch)
+        if pool is not None:
+            verdicts = pool.apply_async(check_chunk, (chunk.langid_texts,))
+        elif filt.langid is not None:
+            verdicts = filt.langid(chunk.langid_texts)
+        else:
+            verdicts = []
+        pending.append((chunk, verdicts))
+        finish(max_pending=2 * workers)
+    finish(max_pending=0)
+    return lines_in
+
+
 def _run(
     records: Iterable[_Record],
+    *,
     n_sides: int,
     cfg: FilterConfig,
     out_path: str | os.PathLike,
@@ -179,55 +235,23 @@ def _run(
     if workers < 1 or chunk_size < 1:
         raise ValueError(f"workers and chunk_size must be >= 1, got {workers}, {chunk_size}")
     filt = _Filter(cfg, n_sides)  # loads langid here, so forked workers inherit it
-    use_pool = cfg.langid and workers > 1
-    removed: Counter[str] = Counter()
-    lines_in = kept = 0
     with contextlib.ExitStack() as stack:
-        if use_pool:
+        pool = None
+        if cfg.langid and workers > 1:
             initargs = (cfg.languages, cfg.langid_threshold, cfg.langid_candidates)
             pool = stack.enter_context(
                 multiprocessing.get_context().Pool(workers, init_worker, initargs)
             )
         out = stack.enter_context(atomic_open(out_path, "wt"))
         bar = stack.enter_context(tqdm(desc=Path(out_path).name, unit=" lines", disable=None))
-        # Chunks in flight, oldest first. Not Pool.imap: its feeder thread drains the input
-        # iterator as fast as it can, so memory would grow with the corpus; here at most
-        # 2 * workers chunks wait, and results come back in input order.
-        pending: deque = deque()
-
-        def finish(max_pending: int) -> None:
-            nonlocal kept
-            while len(pending) > max_pending:
-                chunk, verdicts = pending.popleft()
-                verdicts = verdicts.get() if use_pool else verdicts
-                for row, ok in zip(chunk.langid_rows, verdicts, strict=True):
-                    if not ok:
-                        chunk.reasons[row] = "langid"
-                for reason, sides in zip(chunk.reasons, chunk.outputs, strict=True):
-                    if reason is None:
-                        out.write("\t".join(sides) + "\n")
-                        kept += 1
-                    else:
-                        removed[reason] += 1
-                bar.update(len(chunk.reasons))
-
-        for batch in iter_batches(records, chunk_size):
-            lines_in += len(batch)
-            chunk = filt.prepare(batch)
-            if use_pool:
-                verdicts = pool.apply_async(check_chunk, (chunk.langid_texts,))
-            elif filt.langid is not None:
-                verdicts = filt.langid(chunk.langid_texts)
-            else:
-                verdicts = []
-            pending.append((chunk, verdicts))
-            finish(max_pending=2 * workers)
-        finish(max_pending=0)
-
+        tally = _Tally(out, bar)
+        lines_in = _filter_chunks(
+            records, filt=filt, tally=tally, pool=pool, workers=workers, chunk_size=chunk_size
+        )
     stats = {
         "lines_in": lines_in,
-        "kept": kept,
-        "removed": {reason: removed[reason] for reason in REASONS},
+        "kept": tally.kept,
+        "removed": {reason: tally.removed[reason] for reason in REASONS},
         "config": cfg.to_dict(),
         "languages": list(cfg.languages),
     }
@@ -242,6 +266,7 @@ def filter_pairs(
     cfg: FilterConfig,
     out_path: str | os.PathLike,
     stats_path: str | os.PathLike,
+    *,
     workers: int = 1,
     chunk_size: int = 2000,
 ) -> dict[str, Any]:
@@ -274,13 +299,22 @@ def filter_pairs(
     if len(cfg.languages) != 2:
         raise ValueError(f"filter_pairs needs two languages, got {cfg.languages}")
     records = (((pair.src, pair.tgt), pair.score) for pair in pairs)
-    return _run(records, 2, cfg, out_path, stats_path, workers, chunk_size)
+    return _run(
+        records,
+        n_sides=2,
+        cfg=cfg,
+        out_path=out_path,
+        stats_path=stats_path,
+        workers=workers,
+        chunk_size=chunk_size,
+    )
 
 
 def filter_sentences(
     lines: Iterable[str | None] | Iterable[tuple[str | None, str]],
     lang: str,
     cfg: FilterConfig | None,
+    *,
     out_path: str | os.PathLike,
     stats_path: str | os.PathLike,
     workers: int = 1,
@@ -301,4 +335,12 @@ def filter_sentences(
     cfg = FilterConfig.monolingual(lang) if cfg is None else cfg
     cfg = dataclasses.replace(cfg, languages=(lang,))
     records = (((line[0] if isinstance(line, tuple) else line,), None) for line in lines)
-    return _run(records, 1, cfg, out_path, stats_path, workers, chunk_size)
+    return _run(
+        records,
+        n_sides=1,
+        cfg=cfg,
+        out_path=out_path,
+        stats_path=stats_path,
+        workers=workers,
+        chunk_size=chunk_size,
+    )

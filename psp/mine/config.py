@@ -1,21 +1,26 @@
 """Settings of a mining run, as dataclasses that round-trip through plain dicts (config.yaml).
 
-Unknown keys are an error so a typo in a config never silently falls back to a default.
+Each key is declared once, in ``psp/config.schema.yaml``: the workflow's ``mining`` entry, and
+``mine_library``/``index_library`` for the keys only the library and ``psp mine`` take. Unknown
+keys are an error so a typo in a config never silently falls back to a default.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+import typing
+from dataclasses import field
 from typing import Any, Literal
 
-from psp.config_keys import reject_unknown_keys
+from psp.config_schema import config_class, from_mapping
 
 Margin = Literal["ratio", "distance", "absolute"]
 Retrieval = Literal["max", "fwd", "bwd", "intersect"]
-MARGINS = ("ratio", "distance", "absolute")
-RETRIEVALS = ("max", "fwd", "bwd", "intersect")
+MARGINS = typing.get_args(Margin)
+RETRIEVALS = typing.get_args(Retrieval)
+#: The workflow's ``mining`` entry, where the keys of both classes are declared.
+MINING_ENTRY = "#/properties/mining/additionalProperties"
 
 # Starting points when no threshold is given. LASER used 1.04 (WikiMatrix) to 1.06 (CCMatrix) for
 # the ratio margin; the other two are the same cut expressed roughly in their units (cosine minus
@@ -24,12 +29,15 @@ DEFAULT_THRESHOLDS = {"ratio": 1.06, "distance": 0.04, "absolute": 0.8}
 
 
 def _from_dict(cls, data: dict[str, Any] | None):
-    data = dict(data or {})
-    reject_unknown_keys(data, cls, cls.__name__)
-    return cls(**data)
+    return from_mapping(cls, dict(data or {}), cls.__name__)
 
 
-@dataclass
+@config_class(
+    MINING_ENTRY,
+    "#/definitions/index_library",
+    exclude=("model", "src", "tgt", "min_tokens", "max_tokens", "langid", "shards")
+    + ("k", "margin", "retrieval", "float16"),
+)
 class IndexConfig:
     """How a pair of sides is searched.
 
@@ -38,24 +46,15 @@ class IndexConfig:
     substituted): ``"IVF{nlist},SQfp16"`` (half the memory of ``"IVF{nlist},Flat"``, the same
     recall in ``benchmarks/bench_mine_scale.py``), ``"IVF{nlist},SQ8"`` or ``"IVF{nlist},PQ64"``.
     The default size is where the measured IVF path (training and indexing included) overtakes
-    the exact one on 2 cores: at 50,000 rows per side, 72 s against 172 s (README, Sizing).
+    the exact one on 2 cores: at 50,000 rows per side, 72 s against 172 s (docs/mining.md, Sizing).
     """
 
-    ivf_min_size: int = 50_000
-    factory: str = "IVF{nlist},SQfp16"
-    nlist: int | None = None  # None: 4 * sqrt(n), the usual Faiss rule of thumb
-    nprobe: int = 16
-    train_size: int | None = None  # None: 64 vectors per list, at most n
-    seed: int = 0
-
-    def __post_init__(self):
-        if self.ivf_min_size < 1 or self.nprobe < 1:
-            raise ValueError("IndexConfig: ivf_min_size and nprobe must be >= 1")
-        if not self.factory.startswith("IVF{nlist},"):
-            raise ValueError(
-                f"IndexConfig: factory {self.factory!r} must start with 'IVF{{nlist}},' (an inverted "
-                "file without pre-transform, so list assignments can be shared between shards)"
-            )
+    ivf_min_size: int
+    factory: str  # an inverted file without pre-transform: shards share list assignments
+    nlist: int | None  # None: 4 * sqrt(n), the usual Faiss rule of thumb
+    nprobe: int
+    train_size: int | None  # None: 64 vectors per list, at most n
+    seed: int
 
     def nlist_for(self, n: int) -> int:
         """Number of inverted lists for ``n`` database vectors (never more than n/39, Faiss's minimum)."""
@@ -67,7 +66,13 @@ class IndexConfig:
         return _from_dict(cls, data)
 
 
-@dataclass
+@config_class(
+    MINING_ENTRY,
+    "#/definitions/mine_library",
+    rename={"n_shards": "shards"},
+    exclude=("model", "src", "tgt", "min_tokens", "max_tokens", "langid")
+    + ("ivf_min_size", "factory", "nlist", "nprobe"),
+)
 class MineConfig:
     """Margin-based bitext mining (Artetxe & Schwenk, 2019) settings.
 
@@ -78,23 +83,17 @@ class MineConfig:
     large shards use an inverted file.
     """
 
-    k: int = 4
-    margin: Margin = "ratio"
-    retrieval: Retrieval = "max"
-    threshold: float | None = None
-    n_shards: int = 1
-    block_size: int = 4096
-    batch_size: int = 8192
-    float16: bool = False
+    k: int
+    margin: Margin
+    retrieval: Retrieval
+    threshold: float | None
+    n_shards: int
+    block_size: int
+    batch_size: int
+    float16: bool
     index: IndexConfig | None = field(default=None)
 
-    def __post_init__(self):
-        if self.k < 1 or self.n_shards < 1 or self.block_size < 1 or self.batch_size < 1:
-            raise ValueError("MineConfig: k, n_shards, block_size and batch_size must be >= 1")
-        if self.margin not in MARGINS:
-            raise ValueError(f"MineConfig: margin {self.margin!r} not in {MARGINS}")
-        if self.retrieval not in RETRIEVALS:
-            raise ValueError(f"MineConfig: retrieval {self.retrieval!r} not in {RETRIEVALS}")
+    def _check(self) -> None:
         if isinstance(self.index, dict):
             self.index = IndexConfig.from_dict(self.index)
 

@@ -38,6 +38,7 @@ class _Transient(Exception):
 def download(
     url: str,
     dest: str | os.PathLike,
+    *,
     sha256: str | None = None,
     retries: int = 3,
     timeout: float = 60,
@@ -76,8 +77,8 @@ def download(
     dest.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(retries + 1):
         try:
-            _fetch_to_part(url, part, timeout, chunk_size, progress)
-            _check_part(url, part, dest.name, expected, lock)
+            _fetch_to_part(url, part, timeout=timeout, chunk_size=chunk_size, progress=progress)
+            _check_part(url, part, name=dest.name, expected=expected, lock=lock)
             break
         except _Transient as err:
             if attempt == retries:
@@ -111,7 +112,7 @@ def _verify(path: Path, name: str, expected: dict | None, lock: DownloadLock | N
 
 
 def _check_part(
-    url: str, part: Path, name: str, expected: dict | None, lock: DownloadLock | None
+    url: str, part: Path, *, name: str, expected: dict | None, lock: DownloadLock | None
 ) -> None:
     """Verify a finished ``.part``: incomplete content is retried from scratch, anything else
     (a checksum mismatch, an HTML page) is final. A failing part is removed either way."""
@@ -141,7 +142,9 @@ def set_aside(path: Path, url: str | None = None, lock: DownloadLock | None = No
     return aside
 
 
-def _fetch_to_part(url: str, part: Path, timeout: float, chunk_size: int, progress: bool) -> None:
+def _fetch_to_part(
+    url: str, part: Path, *, timeout: float, chunk_size: int, progress: bool
+) -> None:
     """One HTTP attempt that appends to (or restarts) ``part``; raises :class:`_Transient`."""
     offset = part.stat().st_size if part.exists() else 0
     request = urllib.request.Request(url, headers={"User-Agent": "psp-mine"})

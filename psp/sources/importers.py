@@ -92,6 +92,7 @@ def import_opus_moses_zip(
     out_root: str | os.PathLike,
     corpus_id: str,
     langs: Sequence[str],
+    *,
     max_pairs: int | None = None,
     codes: dict[str, str] | None = None,
     seed: int = 1234,
@@ -128,7 +129,9 @@ def import_opus_moses_zip(
             atomic_open(outs[0], "wb") as out_a,
             atomic_open(outs[1], "wb") as out_b,
         ):
-            counts = _copy_aligned(_lines(a), _lines(b), out_a, out_b, take, desc=corpus_id)
+            counts = _copy_aligned(
+                _lines(a), _lines(b), out_a=out_a, out_b=out_b, take=take, desc=corpus_id
+            )
             if counts[0] != counts[1]:
                 raise _count_mismatch(zip_path, members, counts)
     return outs
@@ -155,6 +158,7 @@ def _selection_sampler(n: int, k: int, seed: int) -> Callable[[], bool]:
 def _copy_aligned(
     a: Iterator[bytes],
     b: Iterator[bytes],
+    *,
     out_a: IO[bytes],
     out_b: IO[bytes],
     take: Callable[[], bool] | None,

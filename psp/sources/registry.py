@@ -241,28 +241,63 @@ _MIRROR_LICENSES = {
 }
 
 
-def _mirror_sources() -> Iterator[Source]:
-    bitext = {
-        "wmt-newstest": (*_OPUS_MT, "testsets/{xx}-en/", ("es", "fr", "de", "ru", "tr", "zh")),
-        "ntrex128": (
-            *_OPUS_MT,
-            "datasets/microsoft/ntrex/NTREX/NTREX-128/",
-            ("es", "fr", "de", "ru", "tr", "ar", "zh"),
-        ),
-        "tico19-test": (
-            *_OPUS_MT,
-            "datasets/tico19/testsets/en-{xx}/",
-            ("es", "fr", "ru", "ar", "zh"),
-        ),
-        "un-v1.0-dev-test": (
-            "WillSkywalker/verbos-direccionales",
-            "c5463a6330d7e24a48d37b78fff96ec540c57e25",
-            "testsets/",
-            ("es", "fr", "ru", "ar", "zh"),
-        ),
-        "multi30k": (*_MULTI30K, "data/task1/raw/", ("de", "fr")),
-    }
-    for name, (repo, commit, path, languages) in bitext.items():
+def _mirror_source(
+    sid: str, *, url: str, languages: tuple[str, ...], output: str, license: str
+) -> Source:
+    """A set only a data mirror provides: ``url`` names where it came from, no download."""
+    return Source(
+        id=sid,
+        url=url,
+        sha256=None,
+        format="github-raw",
+        languages=languages,
+        outputs=(output,),
+        license=license,
+    )
+
+
+#: Mirror-only bitext: name -> (repository, commit, folder with {xx}, languages paired with en).
+_MIRROR_BITEXT = {
+    "wmt-newstest": (*_OPUS_MT, "testsets/{xx}-en/", ("es", "fr", "de", "ru", "tr", "zh")),
+    "ntrex128": (
+        *_OPUS_MT,
+        "datasets/microsoft/ntrex/NTREX/NTREX-128/",
+        ("es", "fr", "de", "ru", "tr", "ar", "zh"),
+    ),
+    "tico19-test": (
+        *_OPUS_MT,
+        "datasets/tico19/testsets/en-{xx}/",
+        ("es", "fr", "ru", "ar", "zh"),
+    ),
+    "un-v1.0-dev-test": (
+        "WillSkywalker/verbos-direccionales",
+        "c5463a6330d7e24a48d37b78fff96ec540c57e25",
+        "testsets/",
+        ("es", "fr", "ru", "ar", "zh"),
+    ),
+    "multi30k": (*_MULTI30K, "data/task1/raw/", ("de", "fr")),
+}
+
+#: Mirror-only monolingual text: id -> (repository, commit, file, language).
+_MIRROR_MONO = {
+    "mono/en/wmt-newstest-en": (*_OPUS_MT, "testsets/", "en"),
+    "mono/comparable-quijote/quijote.es": (
+        "fernandocruzp/LectorQuijote",
+        "199d3a208ad453d86ff2583f2364ac4addbbb250",
+        "pg2000.txt",
+        "es",
+    ),
+    "mono/comparable-quijote/quijote.en": (
+        "Ugtakhbayar2001/Huffman",
+        "2d4cf8a476fe5b50e9873dddea7ae0f5f0474d95",
+        "pg996.txt",
+        "en",
+    ),
+}
+
+
+def _mirror_bitext() -> Iterator[Source]:
+    for name, (repo, commit, path, languages) in _MIRROR_BITEXT.items():
         for xx in languages:
             sid = f"bitext/{xx}-en/{name}"
             yield Source(
@@ -274,64 +309,54 @@ def _mirror_sources() -> Iterator[Source]:
                 outputs=(f"{sid}.{xx}.gz", f"{sid}.en.gz"),
                 license=_MIRROR_LICENSES[name],
             )
+
+
+def _mirror_paraphrase() -> Iterator[Source]:
     brmson = ("brmson/dataset-sts", "e1d3375f5b3bc24f21aa4e46f96eb379e9fc1081")
     for split, upstream in (("train", "train"), ("dev", "val"), ("test", "test")):
-        yield Source(
-            id=f"paraphrase/mrpc/{split}",
+        yield _mirror_source(
+            f"paraphrase/mrpc/{split}",
             url=_github(*brmson, f"data/para/msr/msr-para-{upstream}.tsv"),
-            sha256=None,
-            format="github-raw",
             languages=("en",),
-            outputs=(f"paraphrase/mrpc/{split}.tsv",),
+            output=f"paraphrase/mrpc/{split}.tsv",
             license="MSR license",
         )
     parasci = ("dqxiu/ParaSCI", "6394ac9c327d1e76b9a51c31cd73c1591b85ea04")
     for split in ("acl-train", "acl-val", "acl-test", "arxiv-val", "arxiv-test"):
         folder = "ParaSCI-ACL" if split.startswith("acl") else "ParaSCI-arXiv"
-        yield Source(
-            id=f"paraphrase/parasci/{split}",
+        yield _mirror_source(
+            f"paraphrase/parasci/{split}",
             url=_github(*parasci, f"Data/{folder}/"),
-            sha256=None,
-            format="github-raw",
             languages=("en",),
-            outputs=(f"paraphrase/parasci/{split}.tsv.gz",),
+            output=f"paraphrase/parasci/{split}.tsv.gz",
             license=_MIRROR_LICENSES["parasci"],
         )
     for split in ("train", "val", "test_2016"):
-        yield Source(
-            id=f"paraphrase/flickr30k-captions/{split}",
+        yield _mirror_source(
+            f"paraphrase/flickr30k-captions/{split}",
             url=_github(*_MULTI30K, "data/task2/raw/"),
-            sha256=None,
-            format="github-raw",
             languages=("en",),
-            outputs=(f"paraphrase/flickr30k-captions/{split}.tsv.gz",),
+            output=f"paraphrase/flickr30k-captions/{split}.tsv.gz",
             license="Flickr30k terms (research use)",
         )
-    mono = {
-        "mono/en/wmt-newstest-en": (*_OPUS_MT, "testsets/", "en"),
-        "mono/comparable-quijote/quijote.es": (
-            "fernandocruzp/LectorQuijote",
-            "199d3a208ad453d86ff2583f2364ac4addbbb250",
-            "pg2000.txt",
-            "es",
-        ),
-        "mono/comparable-quijote/quijote.en": (
-            "Ugtakhbayar2001/Huffman",
-            "2d4cf8a476fe5b50e9873dddea7ae0f5f0474d95",
-            "pg996.txt",
-            "en",
-        ),
-    }
-    for sid, (repo, commit, path, lang) in mono.items():
-        yield Source(
-            id=sid,
+
+
+def _mirror_mono() -> Iterator[Source]:
+    for sid, (repo, commit, path, lang) in _MIRROR_MONO.items():
+        yield _mirror_source(
+            sid,
             url=_github(repo, commit, path),
-            sha256=None,
-            format="github-raw",
             languages=(lang,),
-            outputs=(f"{sid}.txt.gz",),
+            output=f"{sid}.txt.gz",
             license=_MIRROR_LICENSES["quijote" if "quijote" in sid else "mono/en"],
         )
+
+
+def _mirror_sources() -> Iterator[Source]:
+    """Sets a data mirror provides and no download reproduces (merged, deduplicated, cleaned)."""
+    yield from _mirror_bitext()
+    yield from _mirror_paraphrase()
+    yield from _mirror_mono()
 
 
 SOURCES: dict[str, Source] = {

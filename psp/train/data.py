@@ -47,7 +47,7 @@ class EpochOrder:
     """
 
     def __init__(
-        self, n_pairs: int, seed: int, epoch: int, window_pairs: int, block: int = SHUFFLE_BLOCK
+        self, n_pairs: int, *, seed: int, epoch: int, window_pairs: int, block: int = SHUFFLE_BLOCK
     ):
         self.n_pairs, self.seed, self.epoch, self.block = n_pairs, seed, epoch, block
         n_blocks = math.ceil(n_pairs / block)

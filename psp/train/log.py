@@ -36,13 +36,22 @@ class TrainLog:
         now = time.perf_counter()
         loss = self.loss / max(1, self.steps)
         rate = self.pairs / max(1e-9, now - self.t0)
-        self.append("step", step, epoch, loss, rate, megabatch, elapsed)
+        self.append(
+            "step",
+            step=step,
+            epoch=epoch,
+            loss=loss,
+            pairs_per_s=rate,
+            megabatch=megabatch,
+            elapsed=elapsed,
+        )
         self._reset(now)
         return loss, rate
 
     def append(
         self,
         event: str,
+        *,
         step: int,
         epoch: int,
         loss: float,

@@ -44,6 +44,7 @@ class Trainer:
         cfg: TrainConfig,
         h5_path: str | os.PathLike,
         spm_path: str | os.PathLike,
+        *,
         work_dir: str | os.PathLike,
         evaluator: ModelScorer | None = None,
         on_step: Callable[[int], None] | None = None,
@@ -111,7 +112,7 @@ class Trainer:
     def train_epoch(self) -> None:
         cfg, state = self.cfg, self.state
         window = cfg.megabatch_size * cfg.batch_size
-        order = EpochOrder(len(self.reader), cfg.seed, state.epoch, window)
+        order = EpochOrder(len(self.reader), seed=cfg.seed, epoch=state.epoch, window_pairs=window)
         stream = EpochStream(self.reader, order, cfg.max_pieces)
         windows = list(megabatch_windows(len(stream), state.pos, state.step, cfg))
         t0, first = time.perf_counter(), state.pos
@@ -142,7 +143,9 @@ class Trainer:
         with torch_threads(cfg.step_threads if self.device.type == "cpu" else None):
             for lo in range(0, len(src), cfg.batch_size):
                 pairs = torch.arange(lo, min(len(src), lo + cfg.batch_size), device=self.device)
-                loss = train_step(self.table, self.optimizer, batch, pairs, cfg, self.generator)
+                loss = train_step(
+                    self.table, self.optimizer, batch, pairs, cfg=cfg, generator=self.generator
+                )
                 state.step += 1
                 state.epoch_loss += loss
                 state.epoch_steps += 1
@@ -176,13 +179,13 @@ class Trainer:
         megabatch = megabatch_size_at(state.step, cfg.anneal, cfg.megabatch_size)
         self.log.append(
             "epoch",
-            state.step,
-            state.epoch,
-            state.last_loss,
-            pairs_per_s,
-            megabatch,
-            state.elapsed,
-            metrics,
+            step=state.step,
+            epoch=state.epoch,
+            loss=state.last_loss,
+            pairs_per_s=pairs_per_s,
+            megabatch=megabatch,
+            elapsed=state.elapsed,
+            metrics=metrics,
         )
         state.epoch += 1
         state.pos, state.epoch_loss, state.epoch_steps = 0, 0.0, 0
@@ -232,6 +235,7 @@ def train(
     cfg: TrainConfig,
     h5_path: str | os.PathLike,
     spm_path: str | os.PathLike,
+    *,
     model_dir: str | os.PathLike,
     work_dir: str | os.PathLike,
     resume: bool = False,
@@ -253,7 +257,9 @@ def train(
             ``cfg.select_best``, in the direction of its ``greater_is_better`` (default true).
         on_step: called with the global step after every update (progress hooks, tests).
     """
-    trainer = Trainer(cfg, h5_path, spm_path, work_dir, evaluator, on_step)
+    trainer = Trainer(
+        cfg, h5_path, spm_path, work_dir=work_dir, evaluator=evaluator, on_step=on_step
+    )
     try:
         if resume:
             trainer.resume()

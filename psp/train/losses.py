@@ -45,7 +45,7 @@ class MarginLoss:
 
     def __call__(self, emb: torch.Tensor, n_pairs: int) -> torch.Tensor:
         s, s_neg, t, t_neg = emb.split(n_pairs)
-        return margin_loss(s, t, t_neg, s_neg, self.margin)
+        return margin_loss(s, t, t_neg, s_neg, margin=self.margin)
 
 
 @dataclass(frozen=True, kw_only=True)

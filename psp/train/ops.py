@@ -71,7 +71,7 @@ def embed_bags(table: torch.Tensor, bags: Bags, chunk: int = 8192) -> torch.Tens
 
 
 def margin_loss(
-    s: torch.Tensor, t: torch.Tensor, t_neg: torch.Tensor, s_neg: torch.Tensor, margin: float
+    s: torch.Tensor, t: torch.Tensor, t_neg: torch.Tensor, s_neg: torch.Tensor, *, margin: float
 ) -> torch.Tensor:
     """Mean over pairs of ``[δ - cos(s,t) + cos(s,t')]+ + [δ - cos(s,t) + cos(t,s')]+``."""
     return _MarginLoss.apply(s, t, t_neg, s_neg, margin)

@@ -60,6 +60,7 @@ def train_step(
     optimizer: LazyAdam | DenseAdam,
     batch: MinedMegabatch,
     pairs: torch.Tensor,
+    *,
     cfg: TrainConfig,
     generator: torch.Generator | None = None,
 ) -> float:
