@@ -213,18 +213,41 @@ def _append(out, chunk: bytes, part: Path) -> None:
         raise write_error(part, err) from err
 
 
-def fetch(source: Source, download_dir: str | os.PathLike, **kwargs) -> list[Path]:
+def upstream_via(url: str, prefix: str | None) -> str:
+    """Where to fetch ``url`` from: itself, or under an HTTP mirror of the upstream hosts.
+
+    A mirror at ``prefix`` holds each file at its host and path (the layout ``wget -x`` writes):
+    ``https://host/path?query`` is fetched from ``{prefix}/host/path?query``.
+    """
+    if not prefix:
+        return url
+    _, sep, rest = url.partition("://")
+    if not sep:
+        raise SourceError(f"{url}: not an absolute URL, so it cannot be rewritten under {prefix}")
+    return f"{prefix.rstrip('/')}/{rest}"
+
+
+def fetch(
+    source: Source, download_dir: str | os.PathLike, url_prefix: str | None = None, **kwargs
+) -> list[Path]:
     """Download every file of ``source`` into ``download_dir/{source.id}/``; returns the paths.
 
-    Each file is checked against its pinned checksum, or else against ``downloads.lock.json`` in
-    ``download_dir`` (see :mod:`psp.sources.verify`); ``kwargs`` go to :func:`download`.
+    With ``url_prefix``, each file comes from that HTTP mirror instead (:func:`upstream_via`),
+    still saved under its upstream name and held to its upstream pin. Each file is checked
+    against its pinned checksum, or else against ``downloads.lock.json`` in ``download_dir``
+    (see :mod:`psp.sources.verify`); ``kwargs`` go to :func:`download`.
     """
     if source.format == "github-raw":
         raise SourceError(_mirror_only_message(source))
     folder = Path(download_dir) / source.id
-    sums = {**source.checksums, source.url: source.sha256}
     lock = DownloadLock(download_dir)
     return [
-        download(url, folder / url.rsplit("/", 1)[-1], sha256=sums.get(url), lock=lock, **kwargs)
+        download(
+            upstream_via(url, url_prefix),
+            folder / source.filename(url),
+            sha256=source.sha256_of(url),
+            lock=lock,
+            **kwargs,
+        )
         for url in source.urls
     ]
