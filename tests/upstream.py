@@ -8,6 +8,7 @@ layout ``source_url_prefix`` reads) and import it through the real download and 
 from __future__ import annotations
 
 import io
+import random
 import tarfile
 import zipfile
 from collections.abc import Iterable, Sequence
@@ -165,3 +166,25 @@ def bucc2018_tar(
 
 def bucc_ids(lang: str, texts: Sequence[str], start: int = 1) -> list[tuple[str, str]]:
     return [(f"{lang}-{i:09d}", text) for i, text in enumerate(texts, start)]
+
+
+def bucc2018_split(
+    lang: str,
+    split: str,
+    gold: Sequence[tuple[str, str]],
+    extra: tuple[Sequence[str], Sequence[str]],
+    seed: int = 0,
+) -> bytes:
+    """A BUCC 2018 archive whose gold pairs (``lang`` sentence, English sentence) hide among
+    ``extra`` unpaired sentences of each side, every side in its own random order, as in the
+    shared task's files."""
+    rng = random.Random(seed)
+    sides = {}
+    for k, side in enumerate((lang, "en")):
+        texts = [pair[k] for pair in gold] + list(extra[k])
+        order = list(range(len(texts)))
+        rng.shuffle(order)
+        ids = {i: f"{side}-{n:09d}" for n, i in enumerate(order, 1)}
+        sides[side] = (ids, sorted(((ids[i], texts[i]) for i in order), key=lambda r: r[0]))
+    pairs = [(sides[lang][0][g], sides["en"][0][g]) for g in range(len(gold))]
+    return bucc2018_tar(lang, split, {s: rows for s, (_, rows) in sides.items()}, sorted(pairs))

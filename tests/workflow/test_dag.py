@@ -28,11 +28,17 @@ def job_counts(text: str) -> dict[str, int]:
 
 
 def test_paper_config_builds_the_complete_dag(tmp_path):
-    # Every model and its evaluation; not `all`, whose mining and BUCC sets (merged in from
-    # config.yaml) exist only in a data mirror and stop the DAG without one (tests/test_faults_config.py).
+    # Every model and its evaluation; config.yaml's mining and BUCC sets, mirror-only, stay out.
     targets = ["eval_en", *(f"eval_{lang}_en" for lang in PAPER_LANGUAGES)]
     proc = run_snakemake(
-        [*targets, "-n", "--configfile", str(REPO / "configs/paper.yaml")], tmp_path
+        [
+            *targets,
+            "-n",
+            "--configfile",
+            str(REPO / "configs/paper.yaml"),
+            "--replace-workflow-config",
+        ],
+        tmp_path,
     )
     listing = proc.stdout + proc.stderr
     counts = job_counts(listing)
@@ -45,6 +51,32 @@ def test_paper_config_builds_the_complete_dag(tmp_path):
     assert "results/sources/.manifests/paraphrase/paranmt/para-nmt-50m.json" in listing
     assert "bitext/es-en/Europarl" in listing and "bitext/ar-en/Europarl" not in listing
     assert "bitext/zh-en/MultiUN" in listing and "bitext/es-en/MultiUN" not in listing
+
+
+def test_paper_config_mines_and_evaluates_bucc2018(tmp_path):
+    """de, fr, ru and zh-en mine BUCC 2018's training split and are scored on it with the
+    threshold of the sample split; both archives of each pair come from comparable.limsi.fr."""
+    bucc = ["de", "fr", "ru", "zh"]
+    targets = [f"results/bucc/{xx}-en/bucc.json" for xx in bucc]
+    targets += [f"results/mine/{xx}-en/{xx}-en.tsv.gz" for xx in bucc]
+    proc = run_snakemake(
+        [
+            *targets,
+            "-n",
+            "--configfile",
+            str(REPO / "configs/paper.yaml"),
+            "--replace-workflow-config",
+        ],
+        tmp_path,
+    )
+    listing = proc.stdout + proc.stderr
+    counts = job_counts(listing)
+    assert counts["evaluate_bucc"] == counts["score_mined"] == 4
+    assert counts["knn_shard_pair"] == 4 * 4 * 4
+    for xx in bucc:
+        assert counts[f"fetch_source_bucc2018_{xx}_en"] == 1
+        assert f"results/sources/bucc2018/{xx}-en/{xx}-en.training.{xx}.txt.gz" in listing
+        assert f"results/sources/bucc2018/{xx}-en/{xx}-en.sample.gold" in listing
 
 
 def test_slurm_profile_splits_mining_into_shard_jobs(tmp_path, mirror_slice):
