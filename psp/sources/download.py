@@ -45,6 +45,7 @@ def download(
     progress: bool = True,
     backoff: float = 2.0,
     lock: DownloadLock | None = None,
+    origin: str | None = None,
 ) -> Path:
     """Fetch ``url`` to ``dest``; resumable, retried, verified, atomic.
 
@@ -61,15 +62,17 @@ def download(
     Nothing is left behind, and ``dest`` only ever appears complete and verified.
 
     Returns ``dest``. An existing ``dest`` is verified the same way and kept if it passes; if it
-    fails, it is moved aside (``.rejected``) and downloaded again.
+    fails, it is moved aside (``.rejected``) and downloaded again. ``origin`` is the upstream
+    URL ``lock`` files the entry under when ``url`` is a mirror's copy of it.
     """
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
-    expected = {"sha256": sha256} if sha256 is not None else (lock and lock.get(url))
+    key = origin or url
+    expected = {"sha256": sha256} if sha256 is not None else (lock and lock.get(key))
     if dest.exists():
         try:
             _verify(dest, dest.name, expected, lock)
-            _remember(url, dest, expected, lock)
+            _remember(key, dest, expected, lock)
             return dest
         except ContentError as err:
             log.warning("%s: %s; moved to %s, downloading again", dest, err, set_aside(dest))
@@ -88,7 +91,7 @@ def download(
             log.warning("%s: %s; retrying in %.1f s", url, err, wait)
             time.sleep(wait)
     os.replace(part, dest)
-    _remember(url, dest, expected, lock)
+    _remember(key, dest, expected, lock)
     return dest
 
 
@@ -247,6 +250,7 @@ def fetch(
             folder / source.filename(url),
             sha256=source.sha256_of(url),
             lock=lock,
+            origin=url,
             **kwargs,
         )
         for url in source.urls
