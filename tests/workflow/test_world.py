@@ -142,7 +142,7 @@ def test_every_download_came_from_the_prefix_in_its_upstream_layout(world_run):
     assert all(d["fetched_from"] == upstream_via(u, server.base) for u, d in fetched.items())
     pinned = {u for u, d in fetched.items() if d["pinned"]}
     assert pinned == set(SOURCES["tatoeba"].urls) | set(SOURCES["bucc2018/de-en"].urls)
-    lock = json.loads((workdir / "results/sources/downloads/downloads.lock.json").read_text())
+    lock = json.loads((workdir / "results/downloads/downloads.lock.json").read_text())
     assert set(lock) == set(files) - pinned  # the unpinned are held to their first download
 
 
