@@ -27,20 +27,17 @@ def job_counts(text: str) -> dict[str, int]:
     return counts
 
 
+def paper_dry_run(workdir, targets: list[str]) -> str:
+    """Dry-run ``targets`` of configs/paper.yaml alone (config.yaml's mirror-only sets stay out)."""
+    config = ["--configfile", str(REPO / "configs/paper.yaml"), "--replace-workflow-config"]
+    proc = run_snakemake([*targets, "-n", *config], workdir)
+    return proc.stdout + proc.stderr
+
+
 def test_paper_config_builds_the_complete_dag(tmp_path):
-    # Every model and its evaluation; config.yaml's mining and BUCC sets, mirror-only, stay out.
+    # Every model and its evaluation.
     targets = ["eval_en", *(f"eval_{lang}_en" for lang in PAPER_LANGUAGES)]
-    proc = run_snakemake(
-        [
-            *targets,
-            "-n",
-            "--configfile",
-            str(REPO / "configs/paper.yaml"),
-            "--replace-workflow-config",
-        ],
-        tmp_path,
-    )
-    listing = proc.stdout + proc.stderr
+    listing = paper_dry_run(tmp_path, targets)
     counts = job_counts(listing)
     assert counts["train_model"] == 1 + len(PAPER_LANGUAGES)
     assert counts["evaluate_model"] == 1 + len(PAPER_LANGUAGES)
@@ -59,17 +56,7 @@ def test_paper_config_mines_and_evaluates_bucc2018(tmp_path):
     bucc = ["de", "fr", "ru", "zh"]
     targets = [f"results/bucc/{xx}-en/bucc.json" for xx in bucc]
     targets += [f"results/mine/{xx}-en/{xx}-en.tsv.gz" for xx in bucc]
-    proc = run_snakemake(
-        [
-            *targets,
-            "-n",
-            "--configfile",
-            str(REPO / "configs/paper.yaml"),
-            "--replace-workflow-config",
-        ],
-        tmp_path,
-    )
-    listing = proc.stdout + proc.stderr
+    listing = paper_dry_run(tmp_path, targets)
     counts = job_counts(listing)
     assert counts["evaluate_bucc"] == counts["score_mined"] == 4
     assert counts["knn_shard_pair"] == 4 * 4 * 4
