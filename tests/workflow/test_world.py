@@ -106,7 +106,7 @@ def world_config(prefix: str, bucc: dict[str, bytes]) -> dict:
         spec["train"] = {"dim": 48, "epochs": 2, "batch_size": 32, "megabatch_size": 4, "anneal": 5}
     config["mining"] = {"de-en": {**config["mining"]["de-en"], "shards": 1}}
     config["bucc"] = {"de-en": config["bucc"]["de-en"]}
-    config["speed"] = {"sentences": 2000, "news": ["bitext/de-en/GlobalVoices.en"]}
+    config["speed"] = {"sentences": 500, "news": ["bitext/de-en/GlobalVoices.en"]}
     config["source_url_prefix"] = prefix
     config["source_sha256"] = {url: hashlib.sha256(d).hexdigest() for url, d in bucc.items()}
     return config
