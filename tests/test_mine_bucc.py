@@ -144,6 +144,9 @@ def test_bucc2018_tasks_are_the_splits_scored_by_id(tmp_path):
     (folder / "de-en.sample.gold").write_text("de-1\ten-8\nde-4\ten-7\n")
     with pytest.raises(InputError, match=r"de-en.sample.gold:2"):
         load_bucc2018_task(tmp_path, "bucc2018/de-en/de-en.sample", "de", "en")
+    (folder / "de-en.sample.en").write_text("en-7\tTwo.\nen-8 One.\n")
+    with pytest.raises(InputError, match=r"de-en.sample.en:2: expected id<TAB>sentence"):
+        load_bucc2018_task(tmp_path, "bucc2018/de-en/de-en.sample", "de", "en")
 
 
 def test_bucc2018_threshold_from_sample_f1_on_training(shared_data, tmp_path):

@@ -216,6 +216,9 @@ def load_bucc2018_task(
     index, sentences = {}, {}
     for lang in (src_lang, tgt_lang):
         rows = [line.split("\t", 1) for line in read_lines(f"{base}.{lang}")]
+        bad = next((i for i, row in enumerate(rows, 1) if len(row) != 2), None)
+        if bad is not None:
+            raise InputError(f"{base}.{lang}:{bad}: expected id<TAB>sentence")
         index[lang] = {row[0]: i for i, row in enumerate(rows)}
         sentences[lang] = [row[1] for row in rows]
     gold = set()
