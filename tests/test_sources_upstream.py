@@ -5,6 +5,7 @@ imported through :func:`psp.sources.fetch_and_import` with ``url_prefix``, as th
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import hashlib
 import re
@@ -233,3 +234,20 @@ def test_bucc2018_errors_name_member_and_line(tmp_path):
     with pytest.raises(InputError, match="bucc2018-de-en.sample-gold.tar.bz2"):
         import_bucc2018([archive], tmp_path / "out", "de")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.gold"))
+
+
+def test_cli_downloads_from_a_url_prefix(server, tmp_path):
+    """``psp data download --url-prefix``: the command a user points at their own HTTP mirror."""
+    from psp.cli import data as data_cli
+
+    parser = argparse.ArgumentParser(prog="psp")
+    data_cli.register(parser.add_subparsers(dest="command", required=True))
+    source = SOURCES["sts/stsb"]
+    row = ("main-news", "headlines", "2013", "0042", "3.800", "A man speaks", "A man talks")
+    _publish(server, {source.url: upstream.stsb_tar({s: [row] for s in ("train", "dev", "test")})})
+    argv = ["data", "download", "sts/stsb", "--out", str(tmp_path / "data")]
+    argv += ["--downloads", str(tmp_path / "dl"), "--url-prefix", server.base]
+    args = parser.parse_args(argv)
+    assert args.func(args) == 0
+    assert (tmp_path / "data/sts/stsb/test.tsv").read_text() == "3.8\tA man speaks\tA man talks\n"
+    assert [path for path, _, _ in server.state.requests] == [upstream.site_path(source.url)]
