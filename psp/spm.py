@@ -97,8 +97,8 @@ def spm_settings(config: Mapping, languages: Sequence[str]) -> dict:
 def heldout_corpora(model: str, config: Mapping) -> list[str]:
     """Corpus ids of text a model's SentencePiece model was not trained on, for its statistics.
 
-    The model's ``spm.heldout`` if set, else the dev and test gold of every ``bucc:`` entry of the
-    model (config.yaml holds those out of training), each once.
+    The model's ``spm.heldout`` if set, else the dev and test gold corpora of every ``bucc:``
+    entry of the model (config.yaml holds those out of training), each once.
     """
     spec = config["models"][model]
     listed = spec.get("spm", {}).get("heldout")
@@ -109,6 +109,7 @@ def heldout_corpora(model: str, config: Mapping) -> list[str]:
         for task in config.get("bucc", {}).values()
         if task["model"] == model
         for corpus in (task["dev"], task["test"])
+        if not corpus.startswith("bucc2018/")  # BUCC 2018 is no corpus, and never trained on
     ]
     return list(dict.fromkeys(gold))
 

@@ -22,7 +22,9 @@ from psp.sources import SOURCES
 
 # Evaluation data every eval job reads (STS 2012-16, STS Benchmark, SemEval-2017, Tatoeba).
 EVAL_SOURCE_IDS = ("sts/en", "sts/stsb", "sts/sts17", "tatoeba")
-MIRROR_TOPS = ("bitext", "mono", "paraphrase", "sts", "tatoeba")
+MIRROR_TOPS = ("bitext", "bucc2018", "mono", "paraphrase", "sts", "tatoeba")
+# A BUCC 2018 split (bucc2018/de-en/de-en.sample): its two sentence files and its gold.
+BUCC2018_SPLIT = re.compile(r"bucc2018/[a-z]{2}-en/[a-z]{2}-en\.(sample|training)")
 
 
 class ConfigError(ValueError):
@@ -100,9 +102,12 @@ def relative_text_file(ref: str) -> str:
 
 
 def mirror_files(root: Path, ref: str, languages: list[str] | None = None) -> list[Path]:
-    """Files a ref reads in a mirror: corpus files, one text file, or an evaluation folder's files."""
+    """Files a ref reads in a mirror: corpus files, one text file, an evaluation folder's files,
+    or a BUCC 2018 split's sentence and gold files."""
     if ref in EVAL_SOURCE_IDS:
         return [root / out for out in SOURCES[ref].outputs]
+    if BUCC2018_SPLIT.fullmatch(ref) and languages is not None:
+        return [root / f"{ref}.{lang}" for lang in (*languages, "gold")]
     is_one_side = ref.startswith("bitext/") and re.search(r"\.[a-z]{2,3}$", ref)
     if ref.startswith(("bitext/", "paraphrase/")) and languages is not None and not is_one_side:
         return [Path(path) for path in corpus_files(root, ref, tuple(languages))]
@@ -151,19 +156,21 @@ def eval_files(root: Path, sets: dict) -> list[Path]:
 
 def bucc_refs(spec: dict) -> list[str]:
     """Every ref a ``bucc`` entry's task reads: dev and test gold corpora, then the distractors."""
-    return [spec["dev"], spec["test"], *spec["distractors"]["src"], *spec["distractors"]["tgt"]]
+    distractors = spec.get("distractors", {})
+    return [spec["dev"], spec["test"], *distractors.get("src", []), *distractors.get("tgt", [])]
 
 
 def bucc_data(spec: dict, pair: str) -> dict:
     """The ``psp.mine.bucc.BuccData`` fields of a ``bucc`` entry (files relative to the data root)."""
     src, tgt = pair.split("-")
+    distractors = spec.get("distractors", {})
     return {
         "dev_gold": spec["dev"],
         "test_gold": spec["test"],
         "src_lang": src,
         "tgt_lang": tgt,
-        "src_distractors": tuple(relative_text_file(r) for r in spec["distractors"]["src"]),
-        "tgt_distractors": tuple(relative_text_file(r) for r in spec["distractors"]["tgt"]),
+        "src_distractors": tuple(relative_text_file(r) for r in distractors.get("src", [])),
+        "tgt_distractors": tuple(relative_text_file(r) for r in distractors.get("tgt", [])),
         "n_distractors": spec["max_distractors"],
     }
 
@@ -187,6 +194,8 @@ def check_references(config: dict) -> None:
             raise ConfigError(
                 f"compare_losses.models: unknown model {model!r}; known: {', '.join(models)}"
             )
+    for pair, spec in config.get("bucc", {}).items():
+        _check_bucc_task(pair, spec)
     for section in ("mining", "bucc"):
         for pair, spec in config.get(section, {}).items():
             model = spec["model"]
@@ -214,6 +223,31 @@ def threshold_bucc(config: dict, pair: str) -> str | None:
     return pair if bucc["model"] == spec["model"] else None
 
 
+def _check_bucc_task(pair: str, spec: dict) -> None:
+    """A ``bucc`` entry is either BUCC 2018 (dev and test splits of the pair, no distractors,
+    sample as dev as in XTREME) or a task built from gold corpora and distractors."""
+    refs = {key: spec[key] for key in ("dev", "test")}
+    official = {key: BUCC2018_SPLIT.fullmatch(ref) for key, ref in refs.items()}
+    distractors = spec.get("distractors", {})
+    if any(official.values()):
+        expected = {
+            key: f"bucc2018/{pair}/{pair}.{split}"
+            for key, split in (("dev", "sample"), ("test", "training"))
+        }
+        if refs != expected:
+            raise ConfigError(
+                f"bucc.{pair}: BUCC 2018 tunes on the sample split and reports on training; "
+                f"set dev: {expected['dev']} and test: {expected['test']}"
+            )
+        if distractors.get("src") or distractors.get("tgt"):
+            raise ConfigError(f"bucc.{pair}.distractors: BUCC 2018 brings its own; remove them")
+    elif not (distractors.get("src") and distractors.get("tgt")):
+        raise ConfigError(
+            f"bucc.{pair}.distractors: a task built from {refs['dev']} needs src and tgt "
+            "distractors (or use BUCC 2018: dev bucc2018/{xx}-en/{xx}-en.sample)"
+        )
+
+
 def config_refs(config: dict) -> Iterator[tuple[str, str]]:
     """``(key, ref)`` for every data ref of a config: training corpora, mining text, BUCC sets,
     the news Table 5 times encoders on."""
@@ -230,7 +264,7 @@ def config_refs(config: dict) -> Iterator[tuple[str, str]]:
         for key in ("dev", "test"):
             yield f"bucc.{pair}.{key}", spec[key]
         for side in ("src", "tgt"):
-            for ref in spec["distractors"][side]:
+            for ref in spec.get("distractors", {}).get(side, []):
                 yield f"bucc.{pair}.distractors.{side}", ref
 
 

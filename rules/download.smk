@@ -6,6 +6,8 @@
 # Snakemake deletes a failed job's outputs, and a partial download must survive for the rerun
 # to resume it. Under a storage plugin they stay in the job's local copy of results/. A set only
 # a mirror provides has a rule too, whose input function stops the DAG naming the fix.
+# `source_url_prefix` fetches every file from an HTTP mirror of the upstream hosts instead, and
+# `source_sha256` adds or replaces pins (docs/data.md).
 
 if not MIRROR:
     for _source in SOURCES.values():
@@ -26,5 +28,7 @@ if not MIRROR:
                 downloads=1,
             params:
                 source=_source.id,
+                url_prefix=config["source_url_prefix"],
+                sha256=config["source_sha256"],
             script:
                 "../workflow_scripts/fetch_source.py"

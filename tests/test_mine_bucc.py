@@ -133,3 +133,75 @@ def test_auto_threshold_names_a_bucc_file_without_a_dev_threshold(tmp_path):
     bucc.write_text(json.dumps({"margin": "ratio", "retrieval": "max", "k": 4, "test": {}}))
     with pytest.raises(InputError, match="bucc.json: no dev threshold"):
         mining_threshold("auto", MineConfig(), bucc)
+
+
+def _bucc2018(root, shared_data, lang: str = "de", n_gold: int = 150, n_extra: int = 600):
+    """BUCC 2018's sample and training archives of ``lang``-en in the upstream layout, imported
+    into ``root``: gold pairs from the mirror's NTREX-128, unpaired sentences from its newstest
+    (German) and English news, disjoint between the splits."""
+    from psp.sources import import_bucc2018
+    from tests import upstream
+
+    gold = list(
+        zip(
+            read_lines(shared_data / f"bitext/{lang}-en/ntrex128.{lang}.gz"),
+            read_lines(shared_data / f"bitext/{lang}-en/ntrex128.en.gz"),
+            strict=True,
+        )
+    )
+    src = read_lines(shared_data / f"bitext/{lang}-en/wmt-newstest.{lang}.gz")
+    tgt = read_lines(shared_data / "mono/en/wmt-newstest-en.txt.gz")
+    archives = []
+    root.mkdir(parents=True, exist_ok=True)
+    for n, split in enumerate(("sample", "training")):
+        part = slice(n * n_extra, (n + 1) * n_extra)
+        data = upstream.bucc2018_split(
+            lang, split, gold[n * n_gold : (n + 1) * n_gold], (src[part], tgt[part]), seed=n
+        )
+        archives.append(root / f"bucc2018-{lang}-en.{split}-gold.tar.bz2")
+        archives[-1].write_bytes(data)
+    import_bucc2018(archives, root, lang)
+    return root
+
+
+def test_bucc2018_tasks_are_the_splits_scored_by_id(tmp_path):
+    from psp.mine.bucc import load_bucc2018_task
+
+    folder = tmp_path / "bucc2018/de-en"
+    folder.mkdir(parents=True)
+    (folder / "de-en.sample.de").write_text("de-1\tEins.\nde-2\tZwei.\nde-3\tZwei.\n")
+    (folder / "de-en.sample.en").write_text("en-7\tTwo.\nen-8\tOne.\n")
+    (folder / "de-en.sample.gold").write_text("de-1\ten-8\nde-3\ten-7\n")
+    src, tgt, gold = load_bucc2018_task(tmp_path, "bucc2018/de-en/de-en.sample", "de", "en")
+    assert src == ["Eins.", "Zwei.", "Zwei."] and tgt == ["Two.", "One."]
+    assert gold == {(0, 1), (2, 0)}
+    # the repeated sentence's other id is not the gold pair
+    assert evaluate_at(np.array([1.2, 1.1]), np.array([0, 1]), np.array([1, 0]), gold, 1.0)[
+        "precision"
+    ] == pytest.approx(0.5)
+    (folder / "de-en.sample.gold").write_text("de-1\ten-8\nde-4\ten-7\n")
+    with pytest.raises(InputError, match=r"de-en.sample.gold:2"):
+        load_bucc2018_task(tmp_path, "bucc2018/de-en/de-en.sample", "de", "en")
+    (folder / "de-en.sample.en").write_text("en-7\tTwo.\nen-8 One.\n")
+    with pytest.raises(InputError, match=r"de-en.sample.en:2: expected id<TAB>sentence"):
+        load_bucc2018_task(tmp_path, "bucc2018/de-en/de-en.sample", "de", "en")
+
+
+def test_bucc2018_threshold_from_sample_f1_on_training(shared_data, tmp_path):
+    """XTREME's convention: the threshold maximising F1 on sample is applied to training."""
+    from psp.mine import MineConfig
+    from psp.mine.bucc import run_bucc
+    from tests.test_mine import TrigramEmbedder
+
+    root = _bucc2018(tmp_path / "data", shared_data)
+    data = BuccData(
+        dev_gold="bucc2018/de-en/de-en.sample",
+        test_gold="bucc2018/de-en/de-en.training",
+        src_lang="de",
+    )
+    results = run_bucc(TrigramEmbedder(dim=1024), root, tmp_path, MineConfig(), data)
+    assert results["dev"]["gold"] == results["test"]["gold"] == 150
+    assert results["dev"]["n_src"] == results["test"]["n_tgt"] == 750
+    assert results["dev"]["threshold"] == results["test"]["threshold"]
+    # surface trigrams find the pairs sharing names and numbers, far above chance (~0)
+    assert results["test"]["f1"] > 0.2

@@ -44,3 +44,30 @@ def test_compared_models_must_be_configured(config):
     config["compare_losses"] = {"models": ["es-en", "pt-en"]}
     with pytest.raises(ConfigError, match=r"compare_losses\.models: unknown model 'pt-en'"):
         check_references(config)
+
+
+def test_bucc2018_tasks_are_sample_then_training_without_distractors(config):
+    from psp.workflow_config import mirror_files
+
+    config["bucc"]["de-en"] = {
+        "model": "de-en",
+        "dev": "bucc2018/de-en/de-en.sample",
+        "test": "bucc2018/de-en/de-en.training",
+    }
+    check_references(config)
+    assert [p.name for p in mirror_files(REPO, "bucc2018/de-en/de-en.sample", ["de", "en"])] == [
+        "de-en.sample.de",
+        "de-en.sample.en",
+        "de-en.sample.gold",
+    ]
+    config["bucc"]["de-en"]["dev"] = "bucc2018/de-en/de-en.training"
+    with pytest.raises(ConfigError, match=r"bucc\.de-en: BUCC 2018 tunes on the sample split"):
+        check_references(config)
+    config["bucc"]["de-en"]["dev"] = "bucc2018/de-en/de-en.sample"
+    config["bucc"]["de-en"]["distractors"] = {"src": ["mono/en/wmt-newstest-en"], "tgt": []}
+    with pytest.raises(ConfigError, match=r"bucc\.de-en\.distractors: BUCC 2018 brings its own"):
+        check_references(config)
+    del config["bucc"]["de-en"]["distractors"]
+    config["bucc"]["es-en"]["distractors"] = {"src": [], "tgt": []}
+    with pytest.raises(ConfigError, match=r"bucc\.es-en\.distractors: a task built from"):
+        check_references(config)

@@ -37,6 +37,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_cap(fetch)
     fetch.add_argument("--retries", type=non_negative_int, default=3)
     fetch.add_argument("--timeout", type=positive_float, default=60, help="seconds per request")
+    fetch.add_argument(
+        "--url-prefix",
+        help="an HTTP mirror of the upstream hosts: https://host/path is fetched from "
+        "PREFIX/host/path (the workflow's source_url_prefix)",
+    )
     fetch.set_defaults(func=_reported(_download))
 
     imp = commands.add_parser("import", help="import already downloaded files of one source")
@@ -98,7 +103,13 @@ def _download(args: argparse.Namespace) -> int:
 
     chosen = [s for prefix in args.prefixes for s in sources.select(prefix)]
     for source in chosen:
-        paths = sources.fetch(source, args.downloads, retries=args.retries, timeout=args.timeout)
+        paths = sources.fetch(
+            source,
+            args.downloads,
+            url_prefix=args.url_prefix,
+            retries=args.retries,
+            timeout=args.timeout,
+        )
         options = _options(args, source)
         written = sources.import_downloads(source, paths, args.downloads, args.out, **options)
         log.info("%s: %d file(s) under %s", source.id, len(written), args.out)

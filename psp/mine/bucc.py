@@ -1,11 +1,16 @@
 """BUCC-style mining evaluation: find gold translation pairs hidden among unrelated sentences.
 
-The BUCC 2017/2018 shared-task files are not redistributable here, so the task is rebuilt the
-same way from open data: gold pairs from a parallel test set, shuffled into monolingual
-sentences on each side that have no translation on the other side. The threshold is chosen on a
-dev task (maximum F1) and applied unchanged to a test task, as in Artetxe & Schwenk (2019).
+Two kinds of task, each a dev task that chooses the threshold (maximum F1) and a test task that
+applies it unchanged, as in Artetxe & Schwenk (2019):
 
-Default data (paths under the data mirror, see ``BuccData``):
+- BUCC 2018 itself (refs ``bucc2018/{xx}-en/{xx}-en.{split}``, downloaded from
+  comparable.limsi.fr): XTREME's convention, ``sample`` as dev and ``training`` as test (the
+  ``test`` split's gold was never published). See :func:`load_bucc2018_task`.
+- A task rebuilt the same way from open data, for pairs and data mirrors without BUCC: gold pairs
+  from a parallel test set, shuffled into monolingual sentences on each side that have no
+  translation on the other side.
+
+Default data of a rebuilt task (paths under the data mirror, see ``BuccData``):
 
 - dev gold: ``bitext/es-en/tico19-test``; test gold: ``bitext/es-en/ntrex128``.
 - English distractors: ``mono/en/wmt-newstest-en.txt.gz`` (it excludes every English sentence of
@@ -202,11 +207,47 @@ class BuccData:
     seed: int = 0
 
 
+BUCC2018_PREFIX = "bucc2018/"
+
+
+def load_bucc2018_task(
+    data_root: str | os.PathLike, ref: str, src_lang: str, tgt_lang: str
+) -> tuple[list[str], list[str], Gold]:
+    """One split of BUCC 2018 (``bucc2018/de-en/de-en.sample``): both sides' sentences in file
+    order and the gold as ``(src_index, tgt_index)``.
+
+    Scored at the level of sentence ids, as the shared task's gold is: a mined pair counts when
+    its two ids are a gold line, so a sentence repeated under another id is not a hit.
+    """
+    base = Path(data_root) / ref
+    index, sentences = {}, {}
+    for lang in (src_lang, tgt_lang):
+        rows = [line.split("\t", 1) for line in read_lines(f"{base}.{lang}")]
+        bad = next((i for i, row in enumerate(rows, 1) if len(row) != 2), None)
+        if bad is not None:
+            raise InputError(f"{base}.{lang}:{bad}: expected id<TAB>sentence")
+        index[lang] = {row[0]: i for i, row in enumerate(rows)}
+        sentences[lang] = [row[1] for row in rows]
+    gold = set()
+    for lineno, line in enumerate(read_lines(f"{base}.gold"), 1):
+        src_id, _, tgt_id = line.partition("\t")
+        if src_id not in index[src_lang] or tgt_id not in index[tgt_lang]:
+            raise InputError(f"{base}.gold:{lineno}: {line!r} names an id of no sentence")
+        gold.add((index[src_lang][src_id], index[tgt_lang][tgt_id]))
+    return sentences[src_lang], sentences[tgt_lang], gold
+
+
 def load_tasks(
     data_root: str | os.PathLike, data: BuccData
 ) -> dict[str, tuple[list[str], list[str], Gold]]:
-    """Build the dev and test tasks from the mirror, with disjoint distractor halves."""
+    """The dev and test tasks: BUCC 2018's splits, or tasks built from the mirror with disjoint
+    distractor halves."""
     root = Path(data_root)
+    if data.dev_gold.startswith(BUCC2018_PREFIX):
+        return {
+            split: load_bucc2018_task(root, ref, data.src_lang, data.tgt_lang)
+            for split, ref in (("dev", data.dev_gold), ("test", data.test_gold))
+        }
     rng = np.random.default_rng(data.seed)
     pools = {}
     for side, files in (("src", data.src_distractors), ("tgt", data.tgt_distractors)):

@@ -3,7 +3,9 @@
 The rest of the pipeline only reads the mirror layout (docs/design.md §3). Three parts:
 
 - :mod:`psp.sources.registry`: ``SOURCES``, keyed by the source's path in the mirror layout.
-- :mod:`psp.sources.download`: resumable, retried, checksummed, atomic downloads.
+- :mod:`psp.sources.download`: resumable, retried, checksummed, atomic downloads, from upstream
+  or from an HTTP mirror of it (``source_url_prefix``).
+- :mod:`psp.sources.pins`: the published sha256 of upstream files.
 - :mod:`psp.sources.importers`: one importer per upstream format; :func:`import_source`.
 """
 
@@ -15,8 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from psp.io import InputError, atomic_open
-from psp.sources.download import DownloadError, download, fetch, set_aside, sha256_file
+from psp.sources.download import (
+    DownloadError,
+    download,
+    fetch,
+    set_aside,
+    sha256_file,
+    upstream_via,
+)
 from psp.sources.importers import (
+    import_bucc2018,
     import_opus_moses_zip,
     import_paranmt,
     import_semeval2017,
@@ -26,6 +36,8 @@ from psp.sources.importers import (
     import_tatoeba,
 )
 from psp.sources.registry import (
+    BUCC_LANGUAGES,
+    BUCC_SPLITS,
     PAPER_LANGUAGES,
     SOURCES,
     STS17_TRACKS,
@@ -35,10 +47,13 @@ from psp.sources.registry import (
     SourceError,
     resolve,
     select,
+    with_pins,
 )
 from psp.sources.verify import DownloadLock
 
 __all__ = [
+    "BUCC_LANGUAGES",
+    "BUCC_SPLITS",
     "PAPER_LANGUAGES",
     "SOURCES",
     "STS17_TRACKS",
@@ -50,6 +65,7 @@ __all__ = [
     "download",
     "fetch",
     "fetch_and_import",
+    "import_bucc2018",
     "import_downloads",
     "import_opus_moses_zip",
     "import_paranmt",
@@ -61,6 +77,8 @@ __all__ = [
     "resolve",
     "select",
     "sha256_file",
+    "upstream_via",
+    "with_pins",
 ]
 
 
@@ -69,20 +87,28 @@ def fetch_and_import(
     download_dir: str | os.PathLike,
     out_root: str | os.PathLike,
     manifest: str | os.PathLike,
+    url_prefix: str | None = None,
     **options,
 ) -> dict[str, Any]:
-    """Download ``source``, import it under ``out_root`` and write ``manifest`` last.
+    """Download ``source`` (from the HTTP mirror ``url_prefix`` if given, see
+    :func:`upstream_via`), import it under ``out_root`` and write ``manifest`` last.
 
     The manifest (JSON: source id, URLs, the sha256 of every download and the files written) is
     what the workflow waits on, so a source counts as present only once all of it was imported.
     """
-    downloaded = fetch(source, download_dir)
+    downloaded = fetch(source, download_dir, url_prefix=url_prefix)
     written = import_downloads(source, downloaded, download_dir, out_root, **options)
     record = {
         "source": source.id,
         "format": source.format,
         "downloads": [
-            {"url": url, "path": str(path), "sha256": sha256_file(path)}
+            {
+                "url": url,
+                "fetched_from": upstream_via(url, url_prefix),
+                "path": str(path),
+                "sha256": sha256_file(path),
+                "pinned": source.sha256_of(url) is not None,
+            }
             for url, path in zip(source.urls, downloaded, strict=True)
         ],
         "files": [str(path) for path in written],

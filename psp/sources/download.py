@@ -46,6 +46,7 @@ def download(
     progress: bool = True,
     backoff: float = 2.0,
     lock: DownloadLock | None = None,
+    origin: str | None = None,
 ) -> Path:
     """Fetch ``url`` to ``dest``; resumable, retried, verified, atomic.
 
@@ -62,15 +63,17 @@ def download(
     Nothing is left behind, and ``dest`` only ever appears complete and verified.
 
     Returns ``dest``. An existing ``dest`` is verified the same way and kept if it passes; if it
-    fails, it is moved aside (``.rejected``) and downloaded again.
+    fails, it is moved aside (``.rejected``) and downloaded again. ``origin`` is the upstream
+    URL ``lock`` files the entry under when ``url`` is a mirror's copy of it.
     """
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
-    expected = {"sha256": sha256} if sha256 is not None else (lock and lock.get(url))
+    key = origin or url
+    expected = {"sha256": sha256} if sha256 is not None else (lock and lock.get(key))
     if dest.exists():
         try:
             _verify(dest, dest.name, expected, lock)
-            _remember(url, dest, expected, lock)
+            _remember(key, dest, expected, lock)
             return dest
         except ContentError as err:
             log.warning("%s: %s; moved to %s, downloading again", dest, err, set_aside(dest))
@@ -89,7 +92,7 @@ def download(
             log.warning("%s: %s; retrying in %.1f s", url, err, wait)
             time.sleep(wait)
     os.replace(part, dest)
-    _remember(url, dest, expected, lock)
+    _remember(key, dest, expected, lock)
     return dest
 
 
@@ -216,17 +219,41 @@ def _append(out, chunk: bytes, part: Path) -> None:
         raise write_error(part, err) from err
 
 
-def fetch(source: Source, download_dir: str | os.PathLike, **kwargs) -> list[Path]:
+def upstream_via(url: str, prefix: str | None) -> str:
+    """Where to fetch ``url`` from: itself, or under an HTTP mirror of the upstream hosts.
+
+    A mirror at ``prefix`` holds each file at its host and path (the layout ``wget -x`` writes):
+    ``https://host/path?query`` is fetched from ``{prefix}/host/path?query``.
+    """
+    if not prefix:
+        return url
+    _, sep, rest = url.partition("://")
+    if not sep:
+        raise SourceError(f"{url}: not an absolute URL, so it cannot be rewritten under {prefix}")
+    return f"{prefix.rstrip('/')}/{rest}"
+
+
+def fetch(
+    source: Source, download_dir: str | os.PathLike, url_prefix: str | None = None, **kwargs
+) -> list[Path]:
     """Download every file of ``source`` into ``download_dir/{source.id}/``; returns the paths.
 
-    Each file is checked against its pinned checksum, or else against ``downloads.lock.json`` in
-    ``download_dir`` (see :mod:`psp.sources.verify`); ``kwargs`` go to :func:`download`.
+    With ``url_prefix``, each file comes from that HTTP mirror instead (:func:`upstream_via`),
+    still saved under its upstream name and held to its upstream pin. Each file is checked
+    against its pinned checksum, or else against ``downloads.lock.json`` in ``download_dir``
+    (see :mod:`psp.sources.verify`); ``kwargs`` go to :func:`download`.
     """
     source.require_downloadable()
     folder = Path(download_dir) / source.id
-    sums = {**source.checksums, source.url: source.sha256}
     lock = DownloadLock(download_dir)
     return [
-        download(url, folder / url.rsplit("/", 1)[-1], sha256=sums.get(url), lock=lock, **kwargs)
+        download(
+            upstream_via(url, url_prefix),
+            folder / source.filename(url),
+            sha256=source.sha256_of(url),
+            lock=lock,
+            origin=url,
+            **kwargs,
+        )
         for url in source.urls
     ]

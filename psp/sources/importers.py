@@ -417,6 +417,87 @@ def import_tatoeba(files: Iterable[str | os.PathLike], out_root: str | os.PathLi
     return written
 
 
+def import_bucc2018(
+    archives: Iterable[str | os.PathLike], out_root: str | os.PathLike, lang: str
+) -> list[Path]:
+    """BUCC 2018 ``bucc2018-{xx}-en.{split}-gold.tar.bz2`` archives -> ``bucc2018/{xx}-en/``.
+
+    Each archive holds ``bucc2018/{xx}-en/{xx}-en.{split}.{xx,en}`` (UTF-8, ``id<TAB>sentence``)
+    and ``{xx}-en.{split}.gold`` (``xx_id<TAB>en_id``), the layout LASER's tasks/bucc and
+    XTREME's download_data.sh extract. The files keep their names under
+    ``bucc2018/{xx}-en/``, with each side's sentences also alone in ``.txt.gz``
+    (:func:`_write_bucc_split`); every line is checked (two columns, UTF-8, ids unique per file, each
+    gold id present on its side), so a bad archive fails here naming the member and line.
+    """
+    pair = f"{lang}-en"
+    pattern = re.compile(rf"{re.escape(pair)}\.(\w+)\.({re.escape(lang)}|en|gold)")
+    written = []
+    for archive in map(Path, archives):
+        found: dict[str, dict[str, tuple[str, list[bytes]]]] = {}
+        with _reading(archive), tarfile.open(archive) as tf:
+            for member in tf:
+                m = pattern.fullmatch(member.name.rsplit("/", 1)[-1])
+                if m and member.isfile():
+                    raws = list(_lines(tf.extractfile(member)))
+                    found.setdefault(m.group(1), {})[m.group(2)] = (member.name, raws)
+        if not found:
+            raise InputError(f"{archive}: no {pair}.{{split}}.{{{lang},en,gold}} member inside")
+        for split, files in sorted(found.items()):
+            missing = {lang, "en", "gold"} - set(files)
+            if missing:
+                raise InputError(
+                    f"{archive}: {pair}.{split} lacks its {', '.join(sorted(missing))}"
+                )
+            ids = {side: _bucc_ids(archive, *files[side]) for side in (lang, "en")}
+            _check_bucc_gold(archive, *files["gold"], ids[lang], ids["en"])
+            written += _write_bucc_split(Path(out_root) / "bucc2018" / pair, split, files)
+    return written
+
+
+def _write_bucc_split(folder: Path, split: str, files: dict) -> list[Path]:
+    """The split's three files under their upstream names, and each side's sentences alone
+    (``{pair}.{split}.{side}.txt.gz``, in file order), the text a ``mining`` entry reads."""
+    pair = folder.name
+    written = []
+    for side, (_, raws) in files.items():
+        out = folder / f"{pair}.{split}.{side}"
+        with atomic_open(out, "wb") as dst:
+            dst.writelines(raw + b"\n" for raw in raws)
+        written.append(out)
+        if side != "gold":
+            with atomic_open(out.with_name(out.name + ".txt.gz"), "wb") as dst:
+                dst.writelines(raw.split(b"\t", 1)[1] + b"\n" for raw in raws)
+            written.append(out.with_name(out.name + ".txt.gz"))
+    return written
+
+
+def _bucc_ids(archive: Path, member: str, raws: list[bytes]) -> set[str]:
+    """The ids of a BUCC sentence file, checking every line is UTF-8 ``id<TAB>sentence``."""
+    ids = set()
+    for i, raw in enumerate(raws, 1):
+        where = f"{archive}!{member}:{i}"
+        cols = _decode(raw, where).split("\t")
+        if len(cols) != 2 or not cols[0]:
+            raise InputError(f"{where}: expected id<TAB>sentence, found {len(cols)} column(s)")
+        if cols[0] in ids:
+            raise InputError(f"{where}: id {cols[0]} occurs twice")
+        ids.add(cols[0])
+    return ids
+
+
+def _check_bucc_gold(
+    archive: Path, member: str, raws: list[bytes], src_ids: set[str], tgt_ids: set[str]
+) -> None:
+    for i, raw in enumerate(raws, 1):
+        where = f"{archive}!{member}:{i}"
+        cols = _decode(raw, where).split("\t")
+        if len(cols) != 2:
+            raise InputError(f"{where}: expected xx_id<TAB>en_id, found {len(cols)} column(s)")
+        for col, known in zip(cols, (src_ids, tgt_ids), strict=True):
+            if col not in known:
+                raise InputError(f"{where}: gold id {col} is in no sentence file of the split")
+
+
 def import_source(
     source: Source,
     downloaded: str | os.PathLike | Sequence[str | os.PathLike],
@@ -454,6 +535,8 @@ def import_source(
         written = import_semeval2017(paths[0], paths[1], out_root)
     elif fmt == "laser-tatoeba":
         written = import_tatoeba(paths, out_root)
+    elif fmt == "bucc2018-tar-bz2":
+        written = import_bucc2018(paths, out_root, **opts)
     else:
         raise SourceError(f"{source.id}: no importer for format {fmt!r}")
     missing = [o for o in source.outputs if not (Path(out_root) / o).exists()]

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from psp.io import InputError
+from psp.sources.pins import BUCC2018_SHA256, TATOEBA_SHA256
 
 Format = Literal[
     "opus-moses-zip",
@@ -22,6 +23,7 @@ Format = Literal[
     "stsb-tar",
     "semeval2017-zip",
     "laser-tatoeba",
+    "bucc2018-tar-bz2",
     "github-raw",
 ]
 
@@ -45,6 +47,8 @@ class Source:
         extra_urls: further files the importer needs (the SemEval-2017 gold zip, the other
             STS years, every Tatoeba file after the first).
         checksums: sha256 of files in ``extra_urls``, by URL, where pinned.
+        filenames: the local name of a download, by URL, where the URL's last segment is not
+            one (a query string).
         options: importer settings (OPUS language codes, the paper's pair cap).
         license: the license as stated upstream.
     """
@@ -57,6 +61,7 @@ class Source:
     outputs: tuple[str, ...] = ()
     extra_urls: tuple[str, ...] = ()
     checksums: dict[str, str] = field(default_factory=dict)
+    filenames: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     license: str = ""
 
@@ -74,6 +79,14 @@ class Source:
         """Raise :class:`SourceError` naming the mirror for a :attr:`mirror_only` set."""
         if self.mirror_only:
             raise SourceError(_mirror_only_message(self))
+
+    def sha256_of(self, url: str) -> str | None:
+        """The pinned checksum of one of :attr:`urls`, or None."""
+        return self.sha256 if url == self.url else self.checksums.get(url)
+
+    def filename(self, url: str) -> str:
+        """The name a download of ``url`` is saved under (and the importers see)."""
+        return self.filenames.get(url) or url.split("?", 1)[0].rsplit("/", 1)[-1]
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,12 +114,15 @@ STS_DATASETS = {
     2015: ("answers-forums", "answers-students", "belief", "headlines", "images"),
     2016: ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
 }
-_STS_URLS = {  # the zips SentEval's get_transfer_data.bash downloads
-    2012: "http://ixa2.si.ehu.es/stswiki/images/4/40/STS2012-en-test.zip",
-    2013: "http://ixa2.si.ehu.es/stswiki/images/2/2f/STS2013-en-test.zip",
-    2014: "http://ixa2.si.ehu.es/stswiki/images/8/8c/STS2014-en-test.zip",
-    2015: "http://ixa2.si.ehu.es/stswiki/images/d/da/STS2015-en-test.zip",
-    2016: "http://ixa2.si.ehu.es/stswiki/images/9/98/STS2016-en-test.zip",
+# The zips SentEval's get_transfer_data.bash downloads, from the STS wiki's current host
+# (ixa2.si.ehu.es moved to ixa2.si.ehu.eus, which serves https).
+_STS_WIKI = "https://ixa2.si.ehu.eus/stswiki/images"
+_STS_URLS = {
+    2012: f"{_STS_WIKI}/4/40/STS2012-en-test.zip",
+    2013: f"{_STS_WIKI}/2/2f/STS2013-en-test.zip",
+    2014: f"{_STS_WIKI}/8/8c/STS2014-en-test.zip",
+    2015: f"{_STS_WIKI}/d/da/STS2015-en-test.zip",
+    2016: f"{_STS_WIKI}/9/98/STS2016-en-test.zip",
 }
 
 # SemEval-2017 Task 1 track -> pair name in the layout
@@ -176,7 +192,7 @@ def _eval_sources() -> Iterator[Source]:
     )
     yield Source(
         id="sts/stsb",
-        url="http://ixa2.si.ehu.es/stswiki/images/4/48/Stsbenchmark.tar.gz",
+        url=f"{_STS_WIKI}/4/48/Stsbenchmark.tar.gz",
         sha256=None,
         format="stsb-tar",
         languages=("en",),
@@ -185,7 +201,7 @@ def _eval_sources() -> Iterator[Source]:
         ),
         license="scores CC BY-SA 4.0; text per source",
     )
-    semeval = "http://alt.qcri.org/semeval2017/task1/data/uploads"
+    semeval = "https://alt.qcri.org/semeval2017/task1/data/uploads"
     yield Source(
         id="sts/sts17",
         url=f"{semeval}/sts2017.eval.v1.1.zip",
@@ -202,22 +218,61 @@ def _eval_sources() -> Iterator[Source]:
     yield Source(
         id="tatoeba",
         url=tatoeba[0],
-        sha256=None,
+        sha256=TATOEBA_SHA256[tatoeba[0].rsplit("/", 1)[-1]],
         format="laser-tatoeba",
         languages=(*TATOEBA_LANGUAGES, "eng"),
         outputs=tuple("tatoeba/" + url.rsplit("/", 1)[-1] for url in tatoeba),
         extra_urls=tuple(tatoeba[1:]),
+        checksums={url: TATOEBA_SHA256[url.rsplit("/", 1)[-1]] for url in tatoeba[1:]},
         license="Tatoeba terms of use (CC BY 2.0 FR)",
     )
     yield Source(
         id="paraphrase/paranmt/para-nmt-50m",
-        url="http://phontron.com/data/para-nmt-50m.zip",
+        url=_PARANMT_URL,
         sha256=None,
         format="paranmt-tsv",
         languages=("en",),
         outputs=("paraphrase/paranmt/para-nmt-50m.tsv.gz",),
+        filenames={_PARANMT_URL: "para-nmt-50m.zip"},
         license="research use (Wieting and Gimpel, 2018)",
     )
+    yield from _bucc_sources()
+
+
+# The paper's http://phontron.com/data/para-nmt-50m.zip answers 404. The authors' later repository
+# (jwieting/paraphrastic-representations-at-scale, preprocess/paranmt/do_all.sh) downloads the same
+# para-nmt-50m.zip from Google Drive; drive.usercontent.google.com serves it without the
+# virus-scan page when asked with confirm=t.
+_PARANMT_URL = (
+    "https://drive.usercontent.google.com/download"
+    "?id=1rbF3daJjCsa1-fu2GANeJd2FBXos1ugD&export=download&confirm=t"
+)
+
+BUCC_LANGUAGES = ("de", "fr", "ru", "zh")
+BUCC_SPLITS = ("sample", "training")  # the test split's gold was never published
+
+
+def _bucc_sources() -> Iterator[Source]:
+    """BUCC 2018 shared task: each pair's sample and training archives with their gold."""
+    for xx in BUCC_LANGUAGES:
+        names = [f"bucc2018-{xx}-en.{split}-gold.tar.bz2" for split in BUCC_SPLITS]
+        urls = [f"https://comparable.limsi.fr/bucc2018/{name}" for name in names]
+        yield Source(
+            id=f"bucc2018/{xx}-en",
+            url=urls[0],
+            sha256=BUCC2018_SHA256[names[0]],
+            format="bucc2018-tar-bz2",
+            languages=(xx, "en"),
+            outputs=tuple(
+                f"bucc2018/{xx}-en/{xx}-en.{split}.{name}"
+                for split in BUCC_SPLITS
+                for name in (xx, f"{xx}.txt.gz", "en", "en.txt.gz", "gold")
+            ),
+            extra_urls=(urls[1],),
+            checksums={urls[1]: BUCC2018_SHA256[names[1]]},
+            options={"lang": xx},
+            license="BUCC 2018 shared task data (research use; see comparable.limsi.fr/bucc2018)",
+        )
 
 
 def _github(repo: str, commit: str, path: str) -> str:
@@ -362,6 +417,18 @@ def _mirror_sources() -> Iterator[Source]:
 SOURCES: dict[str, Source] = {
     s.id: s for s in (*_bitext_sources(), *_eval_sources(), *_mirror_sources())
 }
+
+
+def with_pins(source: Source, pins: dict[str, str]) -> Source:
+    """``source`` with the sha256 ``pins`` (by upstream URL) added to or replacing its own.
+
+    For a user who hashed a file the registry leaves unpinned, or whose HTTP mirror serves a
+    re-packed one (the workflow's ``source_sha256``); URLs of other sources are ignored.
+    """
+    extra = {url: pins[url] for url in source.extra_urls if url in pins}
+    return replace(
+        source, sha256=pins.get(source.url, source.sha256), checksums={**source.checksums, **extra}
+    )
 
 
 def select(prefix: str) -> list[Source]:

@@ -42,7 +42,7 @@ def check_content(path: str | os.PathLike, name: str) -> None:
     """Raise :class:`ContentError` unless ``path`` is a complete file of the kind ``name`` says.
 
     ``name`` is the file's final name (``path`` is usually its ``.part``): ``.zip``, ``.tar.gz``
-    / ``.tgz``, ``.gz`` are read to their end; anything else only has to not be an HTML page.
+    / ``.tgz``, ``.tar.bz2``, ``.gz`` are read to their end; anything else only has to not be an HTML page.
     """
     path = Path(path)
     with open(path, "rb") as handle:
@@ -57,6 +57,10 @@ def check_content(path: str | os.PathLike, name: str) -> None:
                 for _ in tar:
                     pass
             _check_gzip(path)
+        elif name.endswith(".tar.bz2"):
+            with tarfile.open(path, "r:bz2") as tar:
+                for _ in tar:
+                    pass
         elif name.endswith(".gz"):
             _check_gzip(path)
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, OSError) as err:

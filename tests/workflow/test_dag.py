@@ -25,6 +25,29 @@ def job_counts(text: str) -> dict[str, int]:
     return counts
 
 
+def paper_dry_run(workdir, targets: list[str]) -> str:
+    """Dry-run ``targets`` of configs/paper.yaml alone (config.yaml's mirror-only sets stay out)."""
+    config = ["--configfile", str(REPO / "configs/paper.yaml"), "--replace-workflow-config"]
+    proc = run_snakemake([*targets, "-n", *config], workdir)
+    return proc.stdout + proc.stderr
+
+
+def test_paper_config_mines_and_evaluates_bucc2018(tmp_path):
+    """de, fr, ru and zh-en mine BUCC 2018's training split and are scored on it with the
+    threshold of the sample split; both archives of each pair come from comparable.limsi.fr."""
+    bucc = ["de", "fr", "ru", "zh"]
+    targets = [f"results/bucc/{xx}-en/bucc.json" for xx in bucc]
+    targets += [f"results/mine/{xx}-en/{xx}-en.tsv.gz" for xx in bucc]
+    listing = paper_dry_run(tmp_path, targets)
+    counts = job_counts(listing)
+    assert counts["evaluate_bucc"] == counts["score_mined"] == 4
+    assert counts["knn_shard_pair"] == 4 * 4 * 4
+    for xx in bucc:
+        assert counts[f"fetch_source_bucc2018_{xx}_en"] == 1
+        assert f"results/sources/bucc2018/{xx}-en/{xx}-en.training.{xx}.txt.gz" in listing
+        assert f"results/sources/bucc2018/{xx}-en/{xx}-en.sample.gold" in listing
+
+
 def test_slurm_profile_splits_mining_into_shard_jobs(tmp_path, mirror_slice):
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["mirror"] = str(mirror_slice)
