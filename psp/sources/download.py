@@ -15,7 +15,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from psp.io import sha256_file, write_error
-from psp.sources.registry import Source
+from psp.sources.registry import Source, SourceError
 from psp.sources.verify import ContentError, DownloadLock, IncompleteContent, check_content
 
 log = logging.getLogger(__name__)
