@@ -72,7 +72,7 @@ def mean_pool(
     starts = range(0, n, rows)
 
     def block(start: int) -> None:
-        _pool_block(table, ids, offsets, out[start : min(start + rows, n)], start)
+        _pool_block(table, ids, offsets, block=out[start : min(start + rows, n)], start=start)
 
     if threads > 1 and len(starts) > 1:
         if threads not in _POOLS:
@@ -85,7 +85,7 @@ def mean_pool(
     return out
 
 
-def _pool_block(table, ids, offsets, block: np.ndarray, start: int) -> None:
+def _pool_block(table, ids, offsets, *, block: np.ndarray, start: int) -> None:
     """Sentences ``start:start + len(block)``: one sparse product (a 1 per piece) sums each
     sentence's rows into a fresh zeroed array (scipy cannot write into ``block``), copied over
     and divided by the piece counts."""

@@ -87,6 +87,7 @@ def fetch_and_import(
     download_dir: str | os.PathLike,
     out_root: str | os.PathLike,
     manifest: str | os.PathLike,
+    *,
     url_prefix: str | None = None,
     **options,
 ) -> dict[str, Any]:

@@ -449,7 +449,7 @@ def import_bucc2018(
                     f"{archive}: {pair}.{split} lacks its {', '.join(sorted(missing))}"
                 )
             ids = {side: _bucc_ids(archive, *files[side]) for side in (lang, "en")}
-            _check_bucc_gold(archive, *files["gold"], ids[lang], ids["en"])
+            _check_bucc_gold(archive, *files["gold"], src_ids=ids[lang], tgt_ids=ids["en"])
             written += _write_bucc_split(Path(out_root) / "bucc2018" / pair, split, files)
     return written
 
@@ -486,7 +486,7 @@ def _bucc_ids(archive: Path, member: str, raws: list[bytes]) -> set[str]:
 
 
 def _check_bucc_gold(
-    archive: Path, member: str, raws: list[bytes], src_ids: set[str], tgt_ids: set[str]
+    archive: Path, member: str, raws: list[bytes], *, src_ids: set[str], tgt_ids: set[str]
 ) -> None:
     for i, raw in enumerate(raws, 1):
         where = f"{archive}!{member}:{i}"
