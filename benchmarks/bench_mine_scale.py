@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -128,14 +129,15 @@ def make_data(args, out: Path) -> dict:
 
 
 def index_config(args, nprobe: int):
+    """The defaults of ``IndexConfig``, with what the command line sets."""
     from psp.mine.config import IndexConfig
 
+    given = {"nlist": args.nlist, "train_per_list": args.train_per_list}
+    given |= {"train_iters": args.train_iters}
     return IndexConfig(
         ivf_min_size=args.ivf_min_size,
-        factory=args.factory,
-        nlist=args.nlist,
         nprobe=nprobe,
-        train_size=args.train_per_list * args.nlist if args.nlist else None,
+        **{key: value for key, value in given.items() if value is not None},
     )
 
 
@@ -172,34 +174,33 @@ def job_index_shard(out: Path, args, side: str, shard: int, nprobe: int):
     fill_index(
         out / "trained.faiss",
         out / f"{side}.{shard}.npy",
-        out / f"{side}.{shard}.faiss",
         out / f"{side}.{shard}.{nprobe}.lists.npz",
         nprobe,
     )
 
 
 def job_knn_shard_pair(out: Path, args, qshard: int, dshard: int, nprobe: int, ivf: bool):
-    from psp.mine.index import indexed_shard
+    from psp.mine.index import load_lists
     from psp.mine.knn import knn_shard_pair
     from psp.mine.plan import load_plan
 
-    src_index = tgt_index = None
+    src_lists = tgt_lists = None
     if ivf:
-        src_index, tgt_index = (
-            indexed_shard(out / f"{side}.{shard}.faiss", out / f"{side}.{shard}.{nprobe}.lists.npz")
+        src_lists, tgt_lists = (
+            load_lists(out / f"{side}.{shard}.{nprobe}.lists.npz")
             for side, shard in (("src", qshard), ("tgt", dshard))
         )
     knn_shard_pair(
-        out / f"src.{qshard}.npy",
-        out / f"tgt.{dshard}.npy",
-        load_plan(out / "src.plan.json"),
-        load_plan(out / "tgt.plan.json"),
-        qshard,
-        dshard,
-        args.k,
-        out / f"knn.{nprobe}.{qshard}.{dshard}.npz",
-        src_index=src_index,
-        tgt_index=tgt_index,
+        src_npy=out / f"src.{qshard}.npy",
+        tgt_npy=out / f"tgt.{dshard}.npy",
+        src_plan=load_plan(out / "src.plan.json"),
+        tgt_plan=load_plan(out / "tgt.plan.json"),
+        src_shard=qshard,
+        tgt_shard=dshard,
+        k=args.k,
+        out_npz=out / f"knn.{nprobe}.{qshard}.{dshard}.npz",
+        src_lists=src_lists,
+        tgt_lists=tgt_lists,
     )
 
 
@@ -322,8 +323,7 @@ def job_outputs(out: Path, name: str, nprobe: int, params: dict) -> list[Path]:
     if name == "train_index":
         return [out / "trained.faiss"]
     if name == "index_shard":
-        base = f"{params['side']}.{params['shard']}"
-        return [out / f"{base}.faiss", out / f"{base}.{nprobe}.lists.npz"]
+        return [out / f"{params['side']}.{params['shard']}.{nprobe}.lists.npz"]
     if name == "knn_shard_pair":
         return [out / f"knn.{nprobe}.{params['qshard']}.{params['dshard']}.npz"]
     return []
@@ -369,15 +369,17 @@ def pipeline(out: Path, args, n_shards: int, nprobe: int, ivf: bool, trained: bo
 
 
 def main() -> None:
+    from psp.mine.config import IndexConfig
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000, help="rows per side")
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--shard-rows", type=int, default=SHARD_ROWS)
-    parser.add_argument("--factory", default="IVF{nlist},SQfp16")
     parser.add_argument("--nlist", type=int, default=None, help="default: the IndexConfig rule")
-    parser.add_argument("--nprobe", type=int, nargs="+", default=[16])
-    parser.add_argument("--train-per-list", type=int, default=40)
+    parser.add_argument("--nprobe", type=int, nargs="+", default=[IndexConfig().nprobe])
+    parser.add_argument("--train-per-list", type=int, default=None, help="default: IndexConfig's")
+    parser.add_argument("--train-iters", type=int, default=None, help="default: IndexConfig's")
     parser.add_argument("--ivf-min-size", type=int, default=1, help="1: always IVF")
     parser.add_argument("--threshold", type=float, default=1.06)
     parser.add_argument("--planted", type=float, default=0.1, help="share of target rows planted")
@@ -424,7 +426,8 @@ def main() -> None:
             "dim": args.dim,
             "threads": args.threads,
             "shards_per_side": n_shards,
-            "factory": args.factory if ivf else "exact",
+            "search": "ivf" if ivf else "exact",
+            "index": dataclasses.asdict(index_config(args, args.nprobe[0])) if ivf else None,
             "generate_s": generate_s,
             "runs": [],
         }

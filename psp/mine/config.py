@@ -34,33 +34,39 @@ class IndexConfig:
     """How a pair of sides is searched.
 
     A pair whose larger side has fewer than ``ivf_min_size`` rows is searched exactly (blockwise
-    matrix products); from there on through inverted files built from ``factory`` (``{nlist}`` is
-    substituted): ``"IVF{nlist},SQfp16"`` (half the memory of ``"IVF{nlist},Flat"``, the same
-    recall in ``benchmarks/bench_mine_scale.py``), ``"IVF{nlist},SQ8"`` or ``"IVF{nlist},PQ64"``.
-    The default size is where the measured IVF path (training and indexing included) overtakes
-    the exact one on 2 cores: at 50,000 rows per side, 72 s against 172 s (README, Sizing).
+    matrix products). From there on the rows are assigned to ``nlist`` inverted lists by one
+    spherical k-means quantizer per pair, and each row is compared with the rows of the
+    ``nprobe`` lists nearest to it, list by list, as matrix products over the stored embeddings:
+    the scores are the exact inner products, only the candidates are approximate.
+
+    Every row's coarse assignment costs ``nlist`` inner products and its scan ``nprobe · n /
+    nlist``; ``nlist = sqrt(nprobe · n)`` makes the two equal, which minimises their sum. The
+    quantizer is trained on ``train_size`` rows (default ``train_per_list`` per list) for
+    ``train_iters`` k-means iterations. The defaults are the configuration
+    ``benchmarks/bench_mine_scale.py`` measures (docs/mining.md, Sizing).
     """
 
     ivf_min_size: int = 50_000
-    factory: str = "IVF{nlist},SQfp16"
-    nlist: int | None = None  # None: 4 * sqrt(n), the usual Faiss rule of thumb
+    nlist: int | None = None  # None: sqrt(nprobe * n), assignment and scan in balance
     nprobe: int = 16
-    train_size: int | None = None  # None: 64 vectors per list, at most n
+    train_size: int | None = None  # None: train_per_list * nlist, at most n
+    train_per_list: int = 32
+    train_iters: int = 10
     seed: int = 0
 
     def __post_init__(self):
-        if self.ivf_min_size < 1 or self.nprobe < 1:
-            raise ValueError("IndexConfig: ivf_min_size and nprobe must be >= 1")
-        if not self.factory.startswith("IVF{nlist},"):
-            raise ValueError(
-                f"IndexConfig: factory {self.factory!r} must start with 'IVF{{nlist}},' (an inverted "
-                "file without pre-transform, so list assignments can be shared between shards)"
-            )
+        positive = ("ivf_min_size", "nprobe", "train_per_list", "train_iters")
+        if any(getattr(self, key) < 1 for key in positive):
+            raise ValueError(f"IndexConfig: {', '.join(positive)} must be >= 1")
 
     def nlist_for(self, n: int) -> int:
-        """Number of inverted lists for ``n`` database vectors (never more than n/39, Faiss's minimum)."""
-        nlist = self.nlist or int(4 * math.sqrt(n))
-        return max(1, min(nlist, n // 39))
+        """Number of inverted lists for ``n`` rows per side (at most n/8, so lists are not tiny)."""
+        nlist = self.nlist or round(math.sqrt(self.nprobe * n))
+        return max(1, min(nlist, n // 8))
+
+    def train_rows(self, nlist: int, n: int) -> int:
+        """Rows of the quantizer's training sample, out of ``n`` rows of both sides."""
+        return min(n, self.train_size or self.train_per_list * nlist)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> IndexConfig:
