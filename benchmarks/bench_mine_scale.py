@@ -384,7 +384,12 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=1.06)
     parser.add_argument("--planted", type=float, default=0.1, help="share of target rows planted")
     parser.add_argument("--recall-queries", type=int, default=2000)
-    parser.add_argument("--ratio-rows", type=int, default=16384)
+    parser.add_argument(
+        "--ratio-rows", type=int, default=16384, help="0: skip the raw matrix-product rate"
+    )
+    parser.add_argument(
+        "--with-exact", action="store_true", help="also run the exact pipeline (the crossover)"
+    )
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp dir)")
@@ -420,31 +425,59 @@ def main() -> None:
             t0 = time.perf_counter()
             n_shards = make_data(args, out)["shards_per_side"]
             generate_s = time.perf_counter() - t0
-        ivf = args.ivf_min_size <= args.n
-        report = {
-            "n": args.n,
-            "dim": args.dim,
-            "threads": args.threads,
-            "shards_per_side": n_shards,
-            "search": "ivf" if ivf else "exact",
-            "index": dataclasses.asdict(index_config(args, args.nprobe[0])) if ivf else None,
-            "generate_s": generate_s,
-            "runs": [],
-        }
-        for side in ("src", "tgt"):
-            if not (args.resume and (out / f"exact.{side}.npz").exists()):
-                run_job("exact_sample", out, args, n_shards=n_shards, side=side, nprobe=0)
-        for number, nprobe in enumerate(args.nprobe):
-            run = pipeline(out, args, n_shards, nprobe, ivf, trained=number > 0)
-            run["nprobe"] = nprobe
-            run["recall_at_k"] = {
-                side: recall(out, side, nprobe, args.k) for side in ("src", "tgt")
-            }
-            run["planted_mined"] = planted_mined(out, nprobe)
-            report["runs"].append(run)
+        print(json.dumps(measure(out, args, n_shards) | {"generate_s": generate_s}))
+
+
+def measure(out: Path, args, n_shards: int) -> dict:
+    """Every run asked for on the data in ``out``: the JSON report."""
+    ivf = args.ivf_min_size <= args.n
+    report = {
+        "n": args.n,
+        "dim": args.dim,
+        "threads": args.threads,
+        "shards_per_side": n_shards,
+        "search": "ivf" if ivf else "exact",
+        "index": dataclasses.asdict(index_config(args, args.nprobe[0])) if ivf else None,
+        "runs": [],
+    }
+    for side in ("src", "tgt"):
+        if not (args.resume and (out / f"exact.{side}.npz").exists()):
+            run_job("exact_sample", out, args, n_shards=n_shards, side=side, nprobe=0)
+    for number, nprobe in enumerate(args.nprobe if ivf else [0]):
+        run = pipeline(out, args, n_shards, nprobe, ivf, trained=number > 0)
+        run["nprobe"] = nprobe
+        run["recall_at_k"] = {side: recall(out, side, nprobe, args.k) for side in ("src", "tgt")}
+        run["planted_mined"] = planted_mined(out, nprobe)
+        if ivf:
+            run["knn_gflop"] = ivf_flop(out, n_shards, nprobe, args.dim) / 1e9
+        report["runs"].append(run)
+    if ivf and args.with_exact:
+        exact = pipeline(out, args, n_shards, 0, False, trained=True)
+        report["exact_run"] = exact | {"planted_mined": planted_mined(out, 0)}
+    if args.ratio_rows:
         run_job("matmul_ratio", out, args, nprobe=0)
         report["exact_path_vs_matmul"] = json.loads((out / "matmul_ratio.json").read_text())
-        print(json.dumps(report))
+        raw = report["exact_path_vs_matmul"]["raw_gflops"]
+        for run in report["runs"]:
+            rate = run.get("knn_gflop", 0) / run["stages_s"]["knn_shard_pair"]
+            run["knn_gflops"], run["knn_vs_matmul"] = rate, rate / raw
+    return report
+
+
+def ivf_flop(out: Path, n_shards: int, nprobe: int, dim: int) -> float:
+    """Floating-point operations of the list-major products: over the whole grid, each list's
+    probing queries of one side times its stored rows of the other, both directions."""
+    counts = {}
+    for side in ("src", "tgt"):
+        probes = stored = 0
+        for s in range(n_shards):
+            with np.load(out / f"{side}.{s}.{nprobe}.lists.npz") as z:
+                lists, nlist = z["lists"], int(z["nlist"])
+            probes = probes + np.bincount(lists.ravel(), minlength=nlist)
+            stored = stored + np.bincount(lists[:, 0], minlength=nlist)
+        counts[side] = probes, stored
+    pairs = counts["src"][0] @ counts["tgt"][1] + counts["tgt"][0] @ counts["src"][1]
+    return 2.0 * dim * float(pairs)
 
 
 if __name__ == "__main__":

@@ -71,17 +71,22 @@ def register(subparsers) -> None:
         help="sentences per embed call",
     )
     parser.add_argument("--float16", action="store_true", help="store embedding shards as float16")
+    index = IndexConfig()
     parser.add_argument(
         "--ivf-min-size",
         type=positive_int,
-        default=None,
-        help="search shards of at least this many rows with a Faiss IVF index (default: always exact)",
+        default=index.ivf_min_size,
+        help="rows of the larger side from which inverted lists replace exact search "
+        "(the measured crossover; docs/mining.md, Sizing)",
     )
     parser.add_argument(
-        "--nprobe",
+        "--nprobe", type=positive_int, default=index.nprobe, help="lists probed per query"
+    )
+    parser.add_argument(
+        "--nlist",
         type=positive_int,
-        default=IndexConfig().nprobe,
-        help="IVF lists probed per query",
+        default=None,
+        help="inverted lists (default: sqrt(nprobe x rows of the larger side))",
     )
     parser.add_argument(
         "--work-dir",
@@ -110,9 +115,7 @@ def run(args: argparse.Namespace) -> int:
             block_size=args.block_size,
             batch_size=args.batch_size,
             float16=args.float16,
-            index=None
-            if args.ivf_min_size is None
-            else IndexConfig(ivf_min_size=args.ivf_min_size, nprobe=args.nprobe),
+            index=IndexConfig(ivf_min_size=args.ivf_min_size, nprobe=args.nprobe, nlist=args.nlist),
         )
     except ValueError as err:
         raise InputError(str(err)) from err
