@@ -312,7 +312,8 @@ def test_exactly_searched_pair_has_empty_index_files(tmp_path):
     write_no_index(tmp_path / "none.lists.npz")
     assert load_lists(tmp_path / "none.lists.npz") is None
     cfg = IndexConfig(ivf_min_size=1000)
-    assert not uses_ivf(999, 10, cfg) and uses_ivf(10, 1000, cfg) and not uses_ivf(10**9, 1, None)
+    assert uses_ivf(1000, 1000, cfg) and not uses_ivf(999, 1000, cfg) and uses_ivf(100, 10**4, cfg)
+    assert not uses_ivf(10, 10**4, cfg) and not uses_ivf(10**9, 10**9, None)
     assert IndexConfig(nprobe=16).nlist_for(1_000_000) == 4000
     with pytest.raises(ValueError, match="must be >= 1"):
         IndexConfig(train_iters=0)

@@ -33,8 +33,9 @@ def _from_dict(cls, data: dict[str, Any] | None):
 class IndexConfig:
     """How a pair of sides is searched.
 
-    A pair whose larger side has fewer than ``ivf_min_size`` rows is searched exactly (blockwise
-    matrix products). From there on the rows are assigned to ``nlist`` inverted lists by one
+    A pair whose sides hold fewer than ``ivf_min_size`` rows in geometric mean
+    (``sqrt(n_src · n_tgt)``: exact search costs ``n_src · n_tgt`` products) is searched exactly
+    (blockwise matrix products). From there on the rows are assigned to ``nlist`` inverted lists by one
     spherical k-means quantizer per pair, and each row is compared with the rows of the
     ``nprobe`` lists nearest to it, list by list, as matrix products over the stored embeddings:
     the scores are the exact inner products, only the candidates are approximate.

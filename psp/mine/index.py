@@ -40,9 +40,12 @@ KNN = tuple[np.ndarray, np.ndarray]  # (dist float32 (n, k) descending, ids int6
 def uses_ivf(n_src: int, n_tgt: int, cfg: IndexConfig | None) -> bool:
     """Whether a pair of sides with these row counts is searched through inverted lists.
 
-    One decision for the whole pair, from the shard plans, so every job of the grid agrees.
+    Exact search costs ``n_src · n_tgt`` products, so the sides' geometric mean is compared with
+    ``cfg.ivf_min_size`` (the crossover measured on equal sides): a few thousand sentences
+    against a large side stay exact, where training and assigning would cost more than they
+    save. One decision for the whole pair, from the shard plans, so every job of the grid agrees.
     """
-    return cfg is not None and max(n_src, n_tgt) >= cfg.ivf_min_size
+    return cfg is not None and n_src * n_tgt >= cfg.ivf_min_size**2
 
 
 def _check_dims(shards: Sequence[EmbeddingShard], paths: Sequence) -> int:
