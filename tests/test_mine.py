@@ -72,6 +72,21 @@ def save(path, arr):
     return path
 
 
+def search_pair(src, tgt, plans, out_npz, *, shards=(0, 0), k=2, **options):
+    """``knn_shard_pair`` for one pair of shards of two planned sides."""
+    return knn_shard_pair(
+        src_npy=src,
+        tgt_npy=tgt,
+        src_plan=plans[0],
+        tgt_plan=plans[1],
+        src_shard=shards[0],
+        tgt_shard=shards[1],
+        k=k,
+        out_npz=out_npz,
+        **options,
+    )
+
+
 def sharded(tmp_path, name, x, n_shards):
     """``x`` cut into ``n_shards`` .npy shards, with the shard plan of a matching text."""
     plan = write_sharded_text(
@@ -116,16 +131,8 @@ def test_shard_pairs_merge_equals_unsharded(tmp_path):
     xp, xs = sharded(tmp_path, "x", x, 3)
     yp, ys = sharded(tmp_path, "y", y, 2)
     parts = [
-        knn_shard_pair(
-            src_npy=xs[s],
-            tgt_npy=ys[t],
-            src_plan=xp,
-            tgt_plan=yp,
-            src_shard=s,
-            tgt_shard=t,
-            k=4,
-            out_npz=tmp_path / f"p{s}{t}.npz",
-            block_size=5,
+        search_pair(
+            xs[s], ys[t], (xp, yp), tmp_path / f"p{s}{t}.npz", shards=(s, t), k=4, block_size=5
         )
         for s in range(3)
         for t in range(2)
@@ -141,16 +148,7 @@ def test_shard_pairs_merge_equals_unsharded(tmp_path):
     with pytest.raises(InputError, match="a second kNN part"):
         reduce_parts([*parts, parts[0]], 4, xp, yp)
     with pytest.raises(InputError, match="x0.npy: 12 rows, its shard plan says 13"):
-        knn_shard_pair(
-            src_npy=xs[0],
-            tgt_npy=ys[0],
-            src_plan=xp,
-            tgt_plan=yp,
-            src_shard=2,
-            tgt_shard=0,
-            k=4,
-            out_npz=tmp_path / "bad.npz",
-        )
+        search_pair(xs[0], ys[0], (xp, yp), tmp_path / "bad.npz", shards=(2, 0), k=4)
 
 
 def test_empty_shards_reduce_like_the_others(tmp_path):
@@ -161,17 +159,7 @@ def test_empty_shards_reduce_like_the_others(tmp_path):
     yp, ys = sharded(tmp_path, "y", y, 1)
     assert [entry.rows for entry in xp.shards] == [0, 1, 0, 1]
     parts = [
-        knn_shard_pair(
-            src_npy=xs[s],
-            tgt_npy=ys[0],
-            src_plan=xp,
-            tgt_plan=yp,
-            src_shard=s,
-            tgt_shard=0,
-            k=2,
-            out_npz=tmp_path / f"p{s}.npz",
-        )
-        for s in range(4)
+        search_pair(xs[s], ys[0], (xp, yp), tmp_path / f"p{s}.npz", shards=(s, 0)) for s in range(4)
     ]
     fwd, bwd = reduce_parts(parts, 2, xp, yp)
     (eD, eI), (gD, gI) = knn_both_directions(x, y, 2)
@@ -244,15 +232,13 @@ def _ivf_grid(tmp_path, x, y, cfg, shards=(2, 2)):
     parts = []
     for s, t in np.ndindex(*shards):
         parts.append(tmp_path / f"p{s}{t}.npz")
-        knn_shard_pair(
-            src_npy=xs[s],
-            tgt_npy=ys[t],
-            src_plan=xp,
-            tgt_plan=yp,
-            src_shard=s,
-            tgt_shard=t,
+        search_pair(
+            xs[s],
+            ys[t],
+            (xp, yp),
+            parts[-1],
+            shards=(s, t),
             k=4,
-            out_npz=parts[-1],
             src_lists=load_lists(lists["x", s]),
             tgt_lists=load_lists(lists["y", t]),
         )
@@ -324,16 +310,7 @@ def test_dimension_mismatch_names_both_files(tmp_path):
     plan, (a,) = sharded(tmp_path, "a", unit(rng, 4, 8), 1)
     b = save(tmp_path / "b.npy", unit(rng, 4, 6))
     with pytest.raises(InputError, match=r"a0\.npy has dim 8.*b\.npy has dim 6"):
-        knn_shard_pair(
-            src_npy=a,
-            tgt_npy=b,
-            src_plan=plan,
-            tgt_plan=plan,
-            src_shard=0,
-            tgt_shard=0,
-            k=2,
-            out_npz=tmp_path / "p.npz",
-        )
+        search_pair(a, b, (plan, plan), tmp_path / "p.npz")
     with pytest.raises(InputError, match=r"a0\.npy has dim 8.*b\.npy has dim 6"):
         train_index([a], [b], IndexConfig(), tmp_path / "trained.faiss")
     assert not (tmp_path / "p.npz").exists()
@@ -344,28 +321,10 @@ def test_truncated_or_foreign_shard_is_an_input_error(tmp_path):
     plan, (good,) = sharded(tmp_path, "good", unit(rng, 10, 8), 1)
     (tmp_path / "cut.npy").write_bytes(good.read_bytes()[:-16])
     with pytest.raises(InputError, match=r"cut\.npy: truncated"):
-        knn_shard_pair(
-            src_npy=good,
-            tgt_npy=tmp_path / "cut.npy",
-            src_plan=plan,
-            tgt_plan=plan,
-            src_shard=0,
-            tgt_shard=0,
-            k=2,
-            out_npz=tmp_path / "p.npz",
-        )
+        search_pair(good, tmp_path / "cut.npy", (plan, plan), tmp_path / "p.npz")
     np.save(tmp_path / "ints.npy", np.zeros((3, 8), dtype=np.int64))
     with pytest.raises(InputError, match=r"ints\.npy: expected a 2-D"):
-        knn_shard_pair(
-            src_npy=good,
-            tgt_npy=tmp_path / "ints.npy",
-            src_plan=plan,
-            tgt_plan=plan,
-            src_shard=0,
-            tgt_shard=0,
-            k=2,
-            out_npz=tmp_path / "p.npz",
-        )
+        search_pair(good, tmp_path / "ints.npy", (plan, plan), tmp_path / "p.npz")
 
 
 def test_float16_shards_search_like_float32(tmp_path):
@@ -373,17 +332,7 @@ def test_float16_shards_search_like_float32(tmp_path):
     x, y = unit(rng, 30, 16), unit(rng, 20, 16)
     xp, (x16,) = sharded(tmp_path, "x", x.astype(np.float16), 1)
     yp, (y16,) = sharded(tmp_path, "y", y.astype(np.float16), 1)
-    knn_shard_pair(
-        src_npy=x16,
-        tgt_npy=y16,
-        src_plan=xp,
-        tgt_plan=yp,
-        src_shard=0,
-        tgt_shard=0,
-        k=3,
-        out_npz=tmp_path / "p.npz",
-        block_size=7,
-    )
+    search_pair(x16, y16, (xp, yp), tmp_path / "p.npz", k=3, block_size=7)
     (fD, _), (bD, _) = reduce_parts([tmp_path / "p.npz"], 3, xp, yp)
     np.testing.assert_allclose(fD, brute(x, y, 3)[0], atol=2e-3)
     np.testing.assert_allclose(bD, brute(y, x, 3)[0], atol=2e-3)
@@ -432,16 +381,7 @@ def test_knn_failure_leaves_no_part(tmp_path, monkeypatch):
 
     monkeypatch.setattr(knn.np, "savez", boom)
     with pytest.raises(OSError, match="disk full"):
-        knn_shard_pair(
-            src_npy=a,
-            tgt_npy=a,
-            src_plan=plan,
-            tgt_plan=plan,
-            src_shard=0,
-            tgt_shard=0,
-            k=2,
-            out_npz=tmp_path / "p.npz",
-        )
+        search_pair(a, a, (plan, plan), tmp_path / "p.npz")
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
