@@ -47,7 +47,7 @@ class IndexConfig:
     ``benchmarks/bench_mine_scale.py`` measures (docs/mining.md, Sizing).
     """
 
-    ivf_min_size: int = 50_000
+    ivf_min_size: int = 20_000
     nlist: int | None = None  # None: sqrt(nprobe * n), assignment and scan in balance
     nprobe: int = 16
     train_size: int | None = None  # None: train_per_list * nlist, at most n
