@@ -88,7 +88,17 @@ def case_block(d: Path, k: int, block_size: int) -> dict:
     n = len(np.load(d / "src.npy", mmap_mode="r"))
     plan = write_sharded_text((str(i) for i in range(n)), n, 1, d / "t.txt.gz", d / "t.json")
     t0 = time.perf_counter()
-    knn_shard_pair(d / "src.npy", d / "tgt.npy", plan, plan, 0, 0, k, d / "block.npz", block_size)
+    knn_shard_pair(
+        src_npy=d / "src.npy",
+        tgt_npy=d / "tgt.npy",
+        src_plan=plan,
+        tgt_plan=plan,
+        src_shard=0,
+        tgt_shard=0,
+        k=k,
+        out_npz=d / "block.npz",
+        block_size=block_size,
+    )
     seconds = time.perf_counter() - t0
     fwd, bwd = (read_direction(d / "block.npz", name) for name in ("fwd", "bwd"))
     with np.load(d / "matmul.npz") as ref:

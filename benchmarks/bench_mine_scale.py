@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -128,14 +129,15 @@ def make_data(args, out: Path) -> dict:
 
 
 def index_config(args, nprobe: int):
+    """The defaults of ``IndexConfig``, with what the command line sets."""
     from psp.mine.config import IndexConfig
 
+    given = {"nlist": args.nlist, "train_per_list": args.train_per_list}
+    given |= {"train_iters": args.train_iters}
     return IndexConfig(
         ivf_min_size=args.ivf_min_size,
-        factory=args.factory,
-        nlist=args.nlist,
         nprobe=nprobe,
-        train_size=args.train_per_list * args.nlist if args.nlist else None,
+        **{key: value for key, value in given.items() if value is not None},
     )
 
 
@@ -172,34 +174,33 @@ def job_index_shard(out: Path, args, side: str, shard: int, nprobe: int):
     fill_index(
         out / "trained.faiss",
         out / f"{side}.{shard}.npy",
-        out / f"{side}.{shard}.faiss",
         out / f"{side}.{shard}.{nprobe}.lists.npz",
         nprobe,
     )
 
 
 def job_knn_shard_pair(out: Path, args, src_shard: int, tgt_shard: int, nprobe: int, ivf: bool):
-    from psp.mine.index import indexed_shard
+    from psp.mine.index import load_lists
     from psp.mine.knn import knn_shard_pair
     from psp.mine.plan import load_plan
 
-    src_index = tgt_index = None
+    src_lists = tgt_lists = None
     if ivf:
-        src_index, tgt_index = (
-            indexed_shard(out / f"{side}.{shard}.faiss", out / f"{side}.{shard}.{nprobe}.lists.npz")
+        src_lists, tgt_lists = (
+            load_lists(out / f"{side}.{shard}.{nprobe}.lists.npz")
             for side, shard in (("src", src_shard), ("tgt", tgt_shard))
         )
     knn_shard_pair(
-        out / f"src.{src_shard}.npy",
-        out / f"tgt.{tgt_shard}.npy",
-        load_plan(out / "src.plan.json"),
-        load_plan(out / "tgt.plan.json"),
-        src_shard,
-        tgt_shard,
-        args.k,
-        out / f"knn.{nprobe}.{src_shard}.{tgt_shard}.npz",
-        src_index=src_index,
-        tgt_index=tgt_index,
+        src_npy=out / f"src.{src_shard}.npy",
+        tgt_npy=out / f"tgt.{tgt_shard}.npy",
+        src_plan=load_plan(out / "src.plan.json"),
+        tgt_plan=load_plan(out / "tgt.plan.json"),
+        src_shard=src_shard,
+        tgt_shard=tgt_shard,
+        k=args.k,
+        out_npz=out / f"knn.{nprobe}.{src_shard}.{tgt_shard}.npz",
+        src_lists=src_lists,
+        tgt_lists=tgt_lists,
     )
 
 
@@ -322,8 +323,7 @@ def job_outputs(out: Path, name: str, nprobe: int, params: dict) -> list[Path]:
     if name == "train_index":
         return [out / "trained.faiss"]
     if name == "index_shard":
-        base = f"{params['side']}.{params['shard']}"
-        return [out / f"{base}.faiss", out / f"{base}.{nprobe}.lists.npz"]
+        return [out / f"{params['side']}.{params['shard']}.{nprobe}.lists.npz"]
     if name == "knn_shard_pair":
         return [out / f"knn.{nprobe}.{params['src_shard']}.{params['tgt_shard']}.npz"]
     return []
@@ -371,20 +371,27 @@ def pipeline(out: Path, args, n_shards: int, nprobe: int, ivf: bool, trained: bo
 
 
 def main() -> None:
+    from psp.mine.config import IndexConfig
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000, help="rows per side")
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--shard-rows", type=int, default=SHARD_ROWS)
-    parser.add_argument("--factory", default="IVF{nlist},SQfp16")
     parser.add_argument("--nlist", type=int, default=None, help="default: the IndexConfig rule")
-    parser.add_argument("--nprobe", type=int, nargs="+", default=[16])
-    parser.add_argument("--train-per-list", type=int, default=40)
+    parser.add_argument("--nprobe", type=int, nargs="+", default=[IndexConfig().nprobe])
+    parser.add_argument("--train-per-list", type=int, default=None, help="default: IndexConfig's")
+    parser.add_argument("--train-iters", type=int, default=None, help="default: IndexConfig's")
     parser.add_argument("--ivf-min-size", type=int, default=1, help="1: always IVF")
     parser.add_argument("--threshold", type=float, default=1.06)
     parser.add_argument("--planted", type=float, default=0.1, help="share of target rows planted")
     parser.add_argument("--recall-queries", type=int, default=2000)
-    parser.add_argument("--ratio-rows", type=int, default=16384)
+    parser.add_argument(
+        "--ratio-rows", type=int, default=16384, help="0: skip the raw matrix-product rate"
+    )
+    parser.add_argument(
+        "--with-exact", action="store_true", help="also run the exact pipeline (the crossover)"
+    )
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp dir)")
@@ -420,30 +427,59 @@ def main() -> None:
             t0 = time.perf_counter()
             n_shards = make_data(args, out)["shards_per_side"]
             generate_s = time.perf_counter() - t0
-        ivf = args.ivf_min_size <= args.n
-        report = {
-            "n": args.n,
-            "dim": args.dim,
-            "threads": args.threads,
-            "shards_per_side": n_shards,
-            "factory": args.factory if ivf else "exact",
-            "generate_s": generate_s,
-            "runs": [],
-        }
-        for side in ("src", "tgt"):
-            if not (args.resume and (out / f"exact.{side}.npz").exists()):
-                run_job("exact_sample", out, args, n_shards=n_shards, side=side, nprobe=0)
-        for number, nprobe in enumerate(args.nprobe):
-            run = pipeline(out, args, n_shards, nprobe, ivf, trained=number > 0)
-            run["nprobe"] = nprobe
-            run["recall_at_k"] = {
-                side: recall(out, side, nprobe, args.k) for side in ("src", "tgt")
-            }
-            run["planted_mined"] = planted_mined(out, nprobe)
-            report["runs"].append(run)
+        print(json.dumps(measure(out, args, n_shards) | {"generate_s": generate_s}))
+
+
+def measure(out: Path, args, n_shards: int) -> dict:
+    """Every run asked for on the data in ``out``: the JSON report."""
+    ivf = args.ivf_min_size <= args.n
+    report = {
+        "n": args.n,
+        "dim": args.dim,
+        "threads": args.threads,
+        "shards_per_side": n_shards,
+        "search": "ivf" if ivf else "exact",
+        "index": dataclasses.asdict(index_config(args, args.nprobe[0])) if ivf else None,
+        "runs": [],
+    }
+    for side in ("src", "tgt"):
+        if not (args.resume and (out / f"exact.{side}.npz").exists()):
+            run_job("exact_sample", out, args, n_shards=n_shards, side=side, nprobe=0)
+    for number, nprobe in enumerate(args.nprobe if ivf else [0]):
+        run = pipeline(out, args, n_shards, nprobe, ivf, trained=number > 0)
+        run["nprobe"] = nprobe
+        run["recall_at_k"] = {side: recall(out, side, nprobe, args.k) for side in ("src", "tgt")}
+        run["planted_mined"] = planted_mined(out, nprobe)
+        if ivf:
+            run["knn_gflop"] = ivf_flop(out, n_shards, nprobe, args.dim) / 1e9
+        report["runs"].append(run)
+    if ivf and args.with_exact:
+        exact = pipeline(out, args, n_shards, 0, False, trained=True)
+        report["exact_run"] = exact | {"planted_mined": planted_mined(out, 0)}
+    if args.ratio_rows:
         run_job("matmul_ratio", out, args, nprobe=0)
         report["exact_path_vs_matmul"] = json.loads((out / "matmul_ratio.json").read_text())
-        print(json.dumps(report))
+        raw = report["exact_path_vs_matmul"]["raw_gflops"]
+        for run in report["runs"]:
+            rate = run.get("knn_gflop", 0) / run["stages_s"]["knn_shard_pair"]
+            run["knn_gflops"], run["knn_vs_matmul"] = rate, rate / raw
+    return report
+
+
+def ivf_flop(out: Path, n_shards: int, nprobe: int, dim: int) -> float:
+    """Floating-point operations of the list-major products: over the whole grid, each list's
+    probing queries of one side times its stored rows of the other, both directions."""
+    counts = {}
+    for side in ("src", "tgt"):
+        probes = stored = 0
+        for s in range(n_shards):
+            with np.load(out / f"{side}.{s}.{nprobe}.lists.npz") as z:
+                lists, nlist = z["lists"], int(z["nlist"])
+            probes = probes + np.bincount(lists.ravel(), minlength=nlist)
+            stored = stored + np.bincount(lists[:, 0], minlength=nlist)
+        counts[side] = probes, stored
+    pairs = counts["src"][0] @ counts["tgt"][1] + counts["tgt"][0] @ counts["src"][1]
+    return 2.0 * dim * float(pairs)
 
 
 if __name__ == "__main__":

@@ -176,7 +176,7 @@ def get_mine_text_params(wildcards):
 def get_mine_params(wildcards):
     """The miner's settings (psp MineConfig keys) for a pair."""
     spec = MINE_PAIRS[wildcards.pair]
-    index = {key: spec[key] for key in ("ivf_min_size", "factory", "nlist", "nprobe")}
+    index = {key: spec[key] for key in ("ivf_min_size", "nlist", "nprobe")}
     keys = ("k", "margin", "retrieval", "threshold", "float16")
     return {key: spec[key] for key in keys} | {
         "n_shards": spec["shards"],

@@ -45,10 +45,10 @@ rule embed_shard:
         "../workflow_scripts/embed_shard.py"
 
 
-# IVF indexes, when the pair is large enough (`ivf_min_size`): one quantizer per pair trained on a
-# sample across all shards of both sides, then one index per shard filled once (with its rows'
-# nearest lists) and read by every kNN job of its row or column of the grid. Below the size both
-# rules write empty files: exact search.
+# Inverted lists, when the pair is large enough (`ivf_min_size`): one quantizer per pair trained on
+# a sample across all shards of both sides, then each shard's rows assigned once to their nearest
+# lists, read by every kNN job of its row or column of the grid (list-major search over the
+# embeddings themselves). Below the size both rules write empty files: exact search.
 rule train_index:
     input:
         unpack(get_mine_plans),
@@ -76,7 +76,6 @@ rule index_shard:
         trained="results/mine/work/{pair}/index/trained.faiss",
         emb="results/mine/work/{pair}/emb/{side}.{shard}.npy",
     output:
-        index=temp("results/mine/work/{pair}/index/{side}.{shard}.faiss"),
         lists=temp("results/mine/work/{pair}/index/{side}.{shard}.lists.npz"),
     log:
         "results/logs/index_shard/{pair}.{side}.{shard}.log",
@@ -98,9 +97,7 @@ rule knn_shard_pair:
         unpack(get_mine_plans),
         src="results/mine/work/{pair}/emb/src.{src_shard}.npy",
         tgt="results/mine/work/{pair}/emb/tgt.{tgt_shard}.npy",
-        src_index="results/mine/work/{pair}/index/src.{src_shard}.faiss",
         src_lists="results/mine/work/{pair}/index/src.{src_shard}.lists.npz",
-        tgt_index="results/mine/work/{pair}/index/tgt.{tgt_shard}.faiss",
         tgt_lists="results/mine/work/{pair}/index/tgt.{tgt_shard}.lists.npz",
     output:
         knn=temp("results/mine/work/{pair}/knn/{src_shard}.{tgt_shard}.npz"),

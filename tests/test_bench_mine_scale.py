@@ -15,7 +15,7 @@ def test_benchmark_grid_recall_and_planted_pairs(tmp_path):
     cmd += ["--nprobe", "8", "--recall-queries", "500", "--ratio-rows", "1024", "--threads", "1"]
     out = subprocess.run([*cmd, "--dir", str(tmp_path)], capture_output=True, text=True, check=True)
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert report["shards_per_side"] == 2 and report["factory"] == "IVF{nlist},SQfp16"
+    assert report["shards_per_side"] == 2 and report["search"] == "ivf"
     (run,) = report["runs"]
     assert set(run["stages_s"]) == {"train_index", "index_shard", "knn_shard_pair", "score_mined"}
     assert all(rss > 0 for rss in run["peak_rss_mib"].values())

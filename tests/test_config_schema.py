@@ -101,9 +101,10 @@ def test_psp_mine_has_one_flag_per_mining_key():
     from psp.cli.mine import build_config
 
     cfg = build_config(_mine_args())
-    assert cfg == MineConfig()  # no flag: the library's defaults, exact search
+    # no flag: the library's defaults, with the workflow's index settings (exact below them)
+    assert cfg == MineConfig(index=IndexConfig())
     cfg = build_config(_mine_args("--shards", "3", "--no-float16", "--threshold=-inf"))
-    assert (cfg.n_shards, cfg.float16, cfg.threshold, cfg.index) == (3, False, -math.inf, None)
+    assert (cfg.n_shards, cfg.float16, cfg.threshold) == (3, False, -math.inf)
     cfg = build_config(_mine_args("--ivf-min-size", "10", "--nprobe", "2", "--nlist", "none"))
     assert cfg.index == dataclasses.replace(IndexConfig(), ivf_min_size=10, nprobe=2)
 
@@ -114,7 +115,7 @@ def test_psp_mine_has_one_flag_per_mining_key():
         ("--k", "0", "expected a whole number >= 1, got '0'"),
         ("--margin", "cosine", "expected one of ratio, distance, absolute, got 'cosine'"),
         ("--threshold", "nan", r"expected a number \(not NaN\) or none, got 'nan'"),
-        ("--factory", "Flat", r"expected a string matching \^IVF\[\{\]nlist\[\}\],, got 'Flat'"),
+        ("--train-iters", "0", "expected a whole number >= 1, got '0'"),
     ],
 )
 def test_bad_mine_flags_stop_with_a_usage_error(flag, value, message, capsys):

@@ -15,7 +15,6 @@ from psp.io import InputError
 from psp.mine import (
     IndexConfig,
     MineConfig,
-    build_index,
     check_model_languages,
     embed_shard,
     fill_index,
@@ -28,11 +27,10 @@ from psp.mine import (
     mine_texts,
     reduce_parts,
     score_pairs,
-    search_index,
     train_index,
     write_sharded_text,
 )
-from psp.mine.index import indexed_shard
+from psp.mine.index import load_lists
 
 
 @dataclass
@@ -72,6 +70,21 @@ def brute(x, y, k):
 def save(path, arr):
     np.save(path, arr)
     return path
+
+
+def search_pair(src, tgt, plans, out_npz, *, shards=(0, 0), k=2, **options):
+    """``knn_shard_pair`` for one pair of shards of two planned sides."""
+    return knn_shard_pair(
+        src_npy=src,
+        tgt_npy=tgt,
+        src_plan=plans[0],
+        tgt_plan=plans[1],
+        src_shard=shards[0],
+        tgt_shard=shards[1],
+        k=k,
+        out_npz=out_npz,
+        **options,
+    )
 
 
 def sharded(tmp_path, name, x, n_shards):
@@ -118,7 +131,9 @@ def test_shard_pairs_merge_equals_unsharded(tmp_path):
     xp, xs = sharded(tmp_path, "x", x, 3)
     yp, ys = sharded(tmp_path, "y", y, 2)
     parts = [
-        knn_shard_pair(xs[s], ys[t], xp, yp, s, t, 4, tmp_path / f"p{s}{t}.npz", block_size=5)
+        search_pair(
+            xs[s], ys[t], (xp, yp), tmp_path / f"p{s}{t}.npz", shards=(s, t), k=4, block_size=5
+        )
         for s in range(3)
         for t in range(2)
     ]
@@ -133,7 +148,7 @@ def test_shard_pairs_merge_equals_unsharded(tmp_path):
     with pytest.raises(InputError, match="a second kNN part"):
         reduce_parts([*parts, parts[0]], 4, xp, yp)
     with pytest.raises(InputError, match="x0.npy: 12 rows, its shard plan says 13"):
-        knn_shard_pair(xs[0], ys[0], xp, yp, 2, 0, 4, tmp_path / "bad.npz")
+        search_pair(xs[0], ys[0], (xp, yp), tmp_path / "bad.npz", shards=(2, 0), k=4)
 
 
 def test_empty_shards_reduce_like_the_others(tmp_path):
@@ -144,7 +159,7 @@ def test_empty_shards_reduce_like_the_others(tmp_path):
     yp, ys = sharded(tmp_path, "y", y, 1)
     assert [entry.rows for entry in xp.shards] == [0, 1, 0, 1]
     parts = [
-        knn_shard_pair(xs[s], ys[0], xp, yp, s, 0, 2, tmp_path / f"p{s}.npz") for s in range(4)
+        search_pair(xs[s], ys[0], (xp, yp), tmp_path / f"p{s}.npz", shards=(s, 0)) for s in range(4)
     ]
     fwd, bwd = reduce_parts(parts, 2, xp, yp)
     (eD, eI), (gD, gI) = knn_both_directions(x, y, 2)
@@ -203,97 +218,91 @@ def test_retrieval_modes(retrieval, expected):
     assert (np.diff(scores) <= 0).all()
 
 
-def test_ivf_recall_against_exact(tmp_path):
-    rng = np.random.default_rng(3)
-    centers = unit(rng, 50, 32)
-    db = centers[rng.integers(0, 50, 5000)] + 0.3 * unit(rng, 5000, 32)
-    db /= np.linalg.norm(db, axis=1, keepdims=True)
-    queries = db[:200] + 0.05 * unit(rng, 200, 32)
-    path = save(tmp_path / "db.npy", db.astype(np.float32))
-    cfg = IndexConfig(ivf_min_size=1000, nlist=64, nprobe=16)
-    index = build_index([path], tmp_path / "db.faiss", cfg)
-    assert (tmp_path / "db.faiss").exists() and index.ntotal == 5000
-    _, approx = search_index(index, queries.astype(np.float32), 10, block_size=64)
-    _, exact = brute(queries, db, 10)
-    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact)])
-    assert recall > 0.95
+def _ivf_grid(tmp_path, x, y, cfg, shards=(2, 2)):
+    """Train, assign and search the IVF grid as the workflow's jobs do; the reduced kNN."""
+    xp, xs = sharded(tmp_path, "x", x.astype(np.float32), shards[0])
+    yp, ys = sharded(tmp_path, "y", y.astype(np.float32), shards[1])
+    trained = tmp_path / "trained.faiss"
+    train_index(xs, ys, cfg, trained)
+    lists = {}
+    for name, paths in (("x", xs), ("y", ys)):
+        for s, npy in enumerate(paths):
+            lists[name, s] = tmp_path / f"{name}{s}.lists.npz"
+            fill_index(trained, npy, lists[name, s], nprobe=cfg.nprobe)
+    parts = []
+    for s, t in np.ndindex(*shards):
+        parts.append(tmp_path / f"p{s}{t}.npz")
+        search_pair(
+            xs[s],
+            ys[t],
+            (xp, yp),
+            parts[-1],
+            shards=(s, t),
+            k=4,
+            src_lists=load_lists(lists["x", s]),
+            tgt_lists=load_lists(lists["y", t]),
+        )
+    return reduce_parts(parts, 4, xp, yp)
 
 
-def test_ivf_indexes_per_shard_match_exact_when_probing_every_list(tmp_path):
-    """One quantizer trained across both sides, one index per shard, each row's lists assigned
-    once: with nprobe = nlist the IVF grid gives exactly the exhaustive result."""
+def test_ivf_matches_exact_when_probing_every_list(tmp_path):
+    """One quantizer trained across both sides, each shard's rows assigned once: with
+    nprobe = nlist the list-major grid gives exactly the exhaustive result, scores included."""
     rng = np.random.default_rng(4)
     x, y = unit(rng, 800, 16), unit(rng, 900, 16)
     y[:300] = x[:300] + 0.01 * unit(rng, 300, 16)
     y /= np.linalg.norm(y, axis=1, keepdims=True)
-    xp, xs = sharded(tmp_path, "x", x, 2)
-    yp, ys = sharded(tmp_path, "y", y, 3)
-    cfg = IndexConfig(ivf_min_size=500, nlist=8, nprobe=8, factory="IVF{nlist},Flat")
-    trained = tmp_path / "trained.faiss"
-    train_index(xs, ys, cfg, trained)
-    indexes = {}
-    for name, paths in (("x", xs), ("y", ys)):
-        for s, npy in enumerate(paths):
-            files = tmp_path / f"{name}{s}.faiss", tmp_path / f"{name}{s}.lists.npz"
-            fill_index(trained, npy, *files, nprobe=cfg.nprobe)
-            indexes[name, s] = indexed_shard(*files)
-    assert indexes["y", 2].index.ntotal == 300 and indexes["y", 2].lists.shape == (300, 8)
-    ivf, exact = [], []
-    for s in range(2):
-        for t in range(3):
-            ivf.append(tmp_path / f"ivf{s}{t}.npz")
-            exact.append(tmp_path / f"flat{s}{t}.npz")
-            knn_shard_pair(
-                xs[s], ys[t], xp, yp, s, t, 4, ivf[-1], 64, indexes["x", s], indexes["y", t]
-            )
-            knn_shard_pair(xs[s], ys[t], xp, yp, s, t, 4, exact[-1], 64)
-    (f1, b1), (f2, b2) = reduce_parts(ivf, 4, xp, yp), reduce_parts(exact, 4, xp, yp)
-    np.testing.assert_allclose(f1[0], f2[0], atol=1e-5)
-    np.testing.assert_allclose(b1[0], b2[0], atol=1e-5)
-    np.testing.assert_array_equal(f1[1][:, 0], f2[1][:, 0])
-    with pytest.raises(ValueError, match="both indexes or neither"):
-        knn_shard_pair(xs[0], ys[0], xp, yp, 0, 0, 4, tmp_path / "p.npz", 64, indexes["x", 0])
+    cfg = IndexConfig(ivf_min_size=500, nlist=8, nprobe=8)
+    fwd, bwd = _ivf_grid(tmp_path, x, y, cfg, shards=(2, 3))
+    (exact_fd, exact_fi), (exact_bd, exact_bi) = knn_both_directions(x, y, 4)
+    np.testing.assert_allclose(fwd[0], exact_fd, atol=1e-6)
+    np.testing.assert_allclose(bwd[0], exact_bd, atol=1e-6)
+    np.testing.assert_array_equal(fwd[1][:, 0], exact_fi[:, 0])
+    np.testing.assert_array_equal(bwd[1][:, 0], exact_bi[:, 0])
+    assert load_lists(tmp_path / "y2.lists.npz").shape == (300, 8)
 
 
-def test_ivf_with_few_lists_probed_finds_planted_pairs(tmp_path):
-    """The approximate path (nprobe < nlist, SQfp16 codes) on clustered data: recall against exact."""
+def test_ivf_recall_against_exact_with_few_lists_probed(tmp_path):
+    """The approximate path (nprobe < nlist) on clustered data: recall@4 against exact search in
+    both directions, and every score it returns is the exact inner product of its pair."""
     rng = np.random.default_rng(11)
     centres = unit(rng, 40, 32)
-    x = centres[rng.integers(0, 40, 3000)] + 0.4 * unit(rng, 3000, 32)
+    x = centres[rng.integers(0, 40, 3000)] + 0.8 * unit(rng, 3000, 32)
     y = x[rng.permutation(3000)] + 0.1 * unit(rng, 3000, 32)
     x, y = (a / np.linalg.norm(a, axis=1, keepdims=True) for a in (x, y))
-    xp, xs = sharded(tmp_path, "x", x.astype(np.float32), 2)
-    yp, ys = sharded(tmp_path, "y", y.astype(np.float32), 2)
-    cfg = IndexConfig(ivf_min_size=1000, nlist=32, nprobe=6)
-    train_index(xs, ys, cfg, tmp_path / "trained.faiss")
-    shards = {}
-    for name, paths in (("x", xs), ("y", ys)):
-        for s, npy in enumerate(paths):
-            files = tmp_path / f"{name}{s}.faiss", tmp_path / f"{name}{s}.lists.npz"
-            fill_index(tmp_path / "trained.faiss", npy, *files, nprobe=cfg.nprobe)
-            shards[name, s] = indexed_shard(*files)
-    parts = []
-    for s in range(2):
-        for t in range(2):
-            parts.append(tmp_path / f"p{s}{t}.npz")
-            knn_shard_pair(
-                xs[s], ys[t], xp, yp, s, t, 4, parts[-1], 64, shards["x", s], shards["y", t]
-            )
-    (_, fI), _ = reduce_parts(parts, 4, xp, yp)
-    _, exact = brute(x, y, 4)
-    recall = np.mean([len(set(a) & set(e)) / 4 for a, e in zip(fI, exact, strict=True)])
-    assert recall > 0.9
+    x, y = x.astype(np.float32), y.astype(np.float32)
+    fwd, bwd = _ivf_grid(tmp_path, x, y, IndexConfig(ivf_min_size=1000, nlist=32, nprobe=2))
+    for (dist, ids), (queries, base) in zip((fwd, bwd), ((x, y), (y, x)), strict=True):
+        _, exact = brute(queries, base, 4)
+        recall = np.mean([len(set(a) & set(e)) / 4 for a, e in zip(ids, exact, strict=True)])
+        assert 0.9 < recall < 0.999, recall  # approximate, and good
+        found = ids >= 0
+        rescored = np.einsum("nd,nkd->nk", queries, base[np.where(found, ids, 0)])
+        np.testing.assert_allclose(dist[found], rescored[found], atol=1e-5)
+
+
+def test_ivf_rows_with_too_few_candidates_are_padded():
+    """A query whose probed lists hold fewer than k rows gets (-inf, -1) in the free places."""
+    from psp.mine.ivf import ivf_knn_both_directions
+
+    x = np.eye(4, 8, dtype=np.float32)
+    lists = np.array([[0], [0], [1], [2]])
+    (fd, fi), _ = ivf_knn_both_directions(x, x, src_lists=lists, tgt_lists=lists, k=3, threads=2)
+    assert fi[0].tolist() == [0, 1, -1] and fd[0, 2] == -np.inf
+    assert fi[3].tolist() == [3, -1, -1]
 
 
 def test_exactly_searched_pair_has_empty_index_files(tmp_path):
     from psp.mine.index import uses_ivf, write_no_index
 
-    write_no_index(tmp_path / "none.faiss", tmp_path / "none.lists.npz")
-    assert indexed_shard(tmp_path / "none.faiss", tmp_path / "none.lists.npz") is None
+    write_no_index(tmp_path / "none.lists.npz")
+    assert load_lists(tmp_path / "none.lists.npz") is None
     cfg = IndexConfig(ivf_min_size=1000)
-    assert not uses_ivf(999, 10, cfg) and uses_ivf(10, 1000, cfg) and not uses_ivf(10**9, 1, None)
-    with pytest.raises(ValueError, match=r"factory: expected a string matching \^IVF"):
-        IndexConfig(factory="PCA64,IVF{nlist},Flat")
+    assert uses_ivf(1000, 1000, cfg) and not uses_ivf(999, 1000, cfg) and uses_ivf(100, 10**4, cfg)
+    assert not uses_ivf(10, 10**4, cfg) and not uses_ivf(10**9, 10**9, None)
+    assert IndexConfig(nprobe=16).nlist_for(1_000_000) == 4000
+    with pytest.raises(ValueError, match="train_iters: expected a whole number >= 1"):
+        IndexConfig(train_iters=0)
 
 
 def test_dimension_mismatch_names_both_files(tmp_path):
@@ -301,9 +310,9 @@ def test_dimension_mismatch_names_both_files(tmp_path):
     plan, (a,) = sharded(tmp_path, "a", unit(rng, 4, 8), 1)
     b = save(tmp_path / "b.npy", unit(rng, 4, 6))
     with pytest.raises(InputError, match=r"a0\.npy has dim 8.*b\.npy has dim 6"):
-        knn_shard_pair(a, b, plan, plan, 0, 0, 2, tmp_path / "p.npz")
+        search_pair(a, b, (plan, plan), tmp_path / "p.npz")
     with pytest.raises(InputError, match=r"a0\.npy has dim 8.*b\.npy has dim 6"):
-        build_index([a, b], None, IndexConfig())
+        train_index([a], [b], IndexConfig(), tmp_path / "trained.faiss")
     assert not (tmp_path / "p.npz").exists()
 
 
@@ -312,10 +321,10 @@ def test_truncated_or_foreign_shard_is_an_input_error(tmp_path):
     plan, (good,) = sharded(tmp_path, "good", unit(rng, 10, 8), 1)
     (tmp_path / "cut.npy").write_bytes(good.read_bytes()[:-16])
     with pytest.raises(InputError, match=r"cut\.npy: truncated"):
-        knn_shard_pair(good, tmp_path / "cut.npy", plan, plan, 0, 0, 2, tmp_path / "p.npz")
+        search_pair(good, tmp_path / "cut.npy", (plan, plan), tmp_path / "p.npz")
     np.save(tmp_path / "ints.npy", np.zeros((3, 8), dtype=np.int64))
     with pytest.raises(InputError, match=r"ints\.npy: expected a 2-D"):
-        knn_shard_pair(good, tmp_path / "ints.npy", plan, plan, 0, 0, 2, tmp_path / "p.npz")
+        search_pair(good, tmp_path / "ints.npy", (plan, plan), tmp_path / "p.npz")
 
 
 def test_float16_shards_search_like_float32(tmp_path):
@@ -323,7 +332,7 @@ def test_float16_shards_search_like_float32(tmp_path):
     x, y = unit(rng, 30, 16), unit(rng, 20, 16)
     xp, (x16,) = sharded(tmp_path, "x", x.astype(np.float16), 1)
     yp, (y16,) = sharded(tmp_path, "y", y.astype(np.float16), 1)
-    knn_shard_pair(x16, y16, xp, yp, 0, 0, 3, tmp_path / "p.npz", block_size=7)
+    search_pair(x16, y16, (xp, yp), tmp_path / "p.npz", k=3, block_size=7)
     (fD, _), (bD, _) = reduce_parts([tmp_path / "p.npz"], 3, xp, yp)
     np.testing.assert_allclose(fD, brute(x, y, 3)[0], atol=2e-3)
     np.testing.assert_allclose(bD, brute(y, x, 3)[0], atol=2e-3)
@@ -372,7 +381,7 @@ def test_knn_failure_leaves_no_part(tmp_path, monkeypatch):
 
     monkeypatch.setattr(knn.np, "savez", boom)
     with pytest.raises(OSError, match="disk full"):
-        knn_shard_pair(a, a, plan, plan, 0, 0, 2, tmp_path / "p.npz")
+        search_pair(a, a, (plan, plan), tmp_path / "p.npz")
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 

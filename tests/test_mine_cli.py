@@ -65,6 +65,22 @@ def test_cli_mines_with_a_model_dir(model_dir, corpora, tmp_path):
     ]  # the default work dir is removed after success
 
 
+def test_cli_list_major_search_with_every_list_probed_mines_what_exact_search_mines(
+    model_dir, corpora, tmp_path
+):
+    """``--ivf-min-size 1`` sends even this pair through the quantizer and the list-major search;
+    with every list probed the mined pairs and scores are the exact search's."""
+    src, tgt = corpora
+    argv = ["mine", "--model", str(model_dir), "--src-file", str(src), "--tgt-file", str(tgt)]
+    argv += ["--threshold=-1e9", "--shards", "2"]
+    outputs = {}
+    for name, extra in (("exact", []), ("ivf", ["--ivf-min-size", "1", "--nprobe", "1"])):
+        outputs[name] = tmp_path / name / "es-en.tsv.gz"
+        assert main(argv + ["--output", str(outputs[name]), *extra]) == 0
+    exact, ivf = (gzip.open(path, "rt", encoding="utf-8").read() for path in outputs.values())
+    assert ivf == exact and exact.count("\n") >= 1
+
+
 def test_cli_rejects_a_language_the_model_lacks(model_dir, corpora, tmp_path, capsys):
     src, tgt = corpora
     argv = ["mine", "--model", str(model_dir), "--src-file", str(src), "--tgt-file", str(tgt)]

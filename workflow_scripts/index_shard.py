@@ -1,4 +1,4 @@
-"""Rule index_shard: one shard's rows added to the pair's trained IVF index, with their lists."""
+"""Rule index_shard: one shard's rows assigned to their nearest lists of the pair's quantizer."""
 
 from pathlib import Path
 
@@ -8,12 +8,11 @@ from psp.workflow_runtime import setup
 
 setup(snakemake)
 if Path(snakemake.input.trained).stat().st_size == 0:  # the pair is searched exactly
-    write_no_index(snakemake.output.index, snakemake.output.lists)
+    write_no_index(snakemake.output.lists)
 else:
     fill_index(
         snakemake.input.trained,
         snakemake.input.emb,
-        snakemake.output.index,
         snakemake.output.lists,
         snakemake.params.nprobe,
     )

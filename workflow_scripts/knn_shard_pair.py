@@ -1,19 +1,18 @@
 """Rule knn_shard_pair: top-k neighbours both ways between one source and one target shard."""
 
-from psp.mine import knn_shard_pair, load_plan
-from psp.mine.index import indexed_shard
+from psp.mine import knn_shard_pair, load_lists, load_plan
 from psp.workflow_runtime import setup
 
 setup(snakemake)
 knn_shard_pair(
-    snakemake.input.src,
-    snakemake.input.tgt,
-    load_plan(snakemake.input.src_plan),
-    load_plan(snakemake.input.tgt_plan),
-    int(snakemake.wildcards.src_shard),
-    int(snakemake.wildcards.tgt_shard),
-    snakemake.params.k,
-    snakemake.output.knn,
-    src_index=indexed_shard(snakemake.input.src_index, snakemake.input.src_lists),
-    tgt_index=indexed_shard(snakemake.input.tgt_index, snakemake.input.tgt_lists),
+    src_npy=snakemake.input.src,
+    tgt_npy=snakemake.input.tgt,
+    src_plan=load_plan(snakemake.input.src_plan),
+    tgt_plan=load_plan(snakemake.input.tgt_plan),
+    src_shard=int(snakemake.wildcards.src_shard),
+    tgt_shard=int(snakemake.wildcards.tgt_shard),
+    k=snakemake.params.k,
+    out_npz=snakemake.output.knn,
+    src_lists=load_lists(snakemake.input.src_lists),
+    tgt_lists=load_lists(snakemake.input.tgt_lists),
 )

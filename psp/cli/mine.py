@@ -74,7 +74,8 @@ def register(subparsers) -> None:
 
 
 def build_config(args: argparse.Namespace):
-    """The :class:`MineConfig` of the flags given; an index only with ``--ivf-min-size``."""
+    """The :class:`MineConfig` of the flags given. The index settings are always there: inputs
+    below ``ivf_min_size`` rows (geometric mean of the sides) are still searched exactly."""
     from psp.mine.config import IndexConfig, MineConfig
 
     def given(cls) -> dict:
@@ -84,7 +85,7 @@ def build_config(args: argparse.Namespace):
     try:
         return MineConfig(
             **given(MineConfig),
-            index=IndexConfig(**index) if "ivf_min_size" in index else None,
+            index=IndexConfig(**index),
         )
     except ValueError as err:
         raise InputError(str(err)) from err

@@ -4,7 +4,8 @@ Workflow jobs, in DAG order (each one a thin script over one function):
 
 1. ``shard_text_file`` / ``write_sharded_text`` per side → sharded ``.txt.gz`` + shard plan
 2. ``embed_shard`` per shard → ``.npy`` (L2-normalised, read back block by block)
-3. ``train_index`` per pair and ``fill_index`` per shard, for pairs large enough for IVF
+3. ``train_index`` per pair and ``fill_index`` per shard (rows to lists), for pairs large
+   enough for inverted-file search (list-major, exact scores: ``psp.mine.ivf``)
 4. ``knn_shard_pair`` per (source shard, target shard) → ``.npz`` top-k both directions
 5. ``reduce_parts`` → global fwd/bwd top-k; ``write_mined`` → ``score<TAB>src<TAB>tgt``
    ``.tsv.gz``, ``stats.json``, histogram
@@ -21,14 +22,8 @@ import importlib
 # data stage) does not pull in torch and Faiss.
 _EXPORTS = {
     "config": ("DEFAULT_THRESHOLDS", "IndexConfig", "MineConfig"),
-    "index": (
-        "build_index",
-        "fill_index",
-        "indexed_shard",
-        "search_index",
-        "train_index",
-        "uses_ivf",
-    ),
+    "index": ("fill_index", "load_lists", "train_index", "uses_ivf"),
+    "ivf": ("ivf_knn_both_directions",),
     "knn": ("knn_both_directions", "knn_shard_pair"),
     "margin": ("knn_means", "margin_score", "score_pairs"),
     "output": ("write_mined",),
@@ -55,25 +50,24 @@ __all__ = [
     "IndexConfig",
     "MineConfig",
     "ShardPlan",
-    "build_index",
     "check_model_languages",
     "embed_shard",
     "fill_index",
+    "ivf_knn_both_directions",
     "knn_both_directions",
     "knn_for_files",
     "knn_means",
     "knn_shard_pair",
+    "load_lists",
     "load_plan",
     "margin_score",
     "merge_knn",
     "mine_files",
     "mine_texts",
     "open_embeddings",
-    "indexed_shard",
     "read_direction",
     "reduce_parts",
     "score_pairs",
-    "search_index",
     "shard_bounds",
     "shard_text_file",
     "train_index",

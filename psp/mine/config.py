@@ -41,25 +41,36 @@ def _from_dict(cls, data: dict[str, Any] | None):
 class IndexConfig:
     """How a pair of sides is searched.
 
-    A pair whose larger side has fewer than ``ivf_min_size`` rows is searched exactly (blockwise
-    matrix products); from there on through inverted files built from ``factory`` (``{nlist}`` is
-    substituted): ``"IVF{nlist},SQfp16"`` (half the memory of ``"IVF{nlist},Flat"``, the same
-    recall in ``benchmarks/bench_mine_scale.py``), ``"IVF{nlist},SQ8"`` or ``"IVF{nlist},PQ64"``.
-    The default size is where the measured IVF path (training and indexing included) overtakes
-    the exact one on 2 cores: at 50,000 rows per side, 72 s against 172 s (docs/mining.md, Sizing).
+    A pair whose sides hold fewer than ``ivf_min_size`` rows in geometric mean
+    (``sqrt(n_src · n_tgt)``: exact search costs ``n_src · n_tgt`` products) is searched exactly
+    (blockwise matrix products). From there on the rows are assigned to ``nlist`` inverted lists by one
+    spherical k-means quantizer per pair, and each row is compared with the rows of the
+    ``nprobe`` lists nearest to it, list by list, as matrix products over the stored embeddings:
+    the scores are the exact inner products, only the candidates are approximate.
+
+    Every row's coarse assignment costs ``nlist`` inner products and its scan ``nprobe · n /
+    nlist``; ``nlist = sqrt(nprobe · n)`` makes the two equal, which minimises their sum. The
+    quantizer is trained on ``train_size`` rows (default ``train_per_list`` per list) for
+    ``train_iters`` k-means iterations. The defaults are the configuration
+    ``benchmarks/bench_mine_scale.py`` measures (docs/mining.md, Sizing).
     """
 
     ivf_min_size: int
-    factory: str  # an inverted file without pre-transform: shards share list assignments
-    nlist: int | None  # None: 4 * sqrt(n), the usual Faiss rule of thumb
+    nlist: int | None  # None: sqrt(nprobe * n), assignment and scan in balance
     nprobe: int
-    train_size: int | None  # None: 64 vectors per list, at most n
+    train_size: int | None  # None: train_per_list * nlist, at most n
+    train_per_list: int
+    train_iters: int
     seed: int
 
     def nlist_for(self, n: int) -> int:
-        """Number of inverted lists for ``n`` database vectors (never more than n/39, Faiss's minimum)."""
-        nlist = self.nlist or int(4 * math.sqrt(n))
-        return max(1, min(nlist, n // 39))
+        """Number of inverted lists for ``n`` rows per side (at most n/8, so lists are not tiny)."""
+        nlist = self.nlist or round(math.sqrt(self.nprobe * n))
+        return max(1, min(nlist, n // 8))
+
+    def train_rows(self, nlist: int, n: int) -> int:
+        """Rows of the quantizer's training sample, out of ``n`` rows of both sides."""
+        return min(n, self.train_size or self.train_per_list * nlist)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> IndexConfig:
@@ -71,7 +82,7 @@ class IndexConfig:
     "#/definitions/mine_library",
     rename={"n_shards": "shards"},
     exclude=("model", "src", "tgt", "min_tokens", "max_tokens", "langid")
-    + ("ivf_min_size", "factory", "nlist", "nprobe"),
+    + ("ivf_min_size", "nlist", "nprobe"),
 )
 class MineConfig:
     """Margin-based bitext mining (Artetxe & Schwenk, 2019) settings.

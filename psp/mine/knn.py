@@ -23,8 +23,9 @@ import torch
 from tqdm import tqdm
 
 from psp.io import InputError, atomic_path
-from psp.mine.index import KNN, IndexedShard, search_assigned
-from psp.mine.plan import ShardPlan
+from psp.mine.index import KNN
+from psp.mine.ivf import ivf_knn_both_directions
+from psp.mine.plan import Shard, ShardPlan
 from psp.mine.shards import open_embeddings, read_rows
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ def memory_estimate(ns: int, nt: int, dim: int, k: int, block_size: int) -> floa
 
 
 def knn_shard_pair(
+    *,
     src_npy: str | os.PathLike,
     tgt_npy: str | os.PathLike,
     src_plan: ShardPlan,
@@ -89,8 +91,8 @@ def knn_shard_pair(
     k: int,
     out_npz: str | os.PathLike,
     block_size: int = 4096,
-    src_index: IndexedShard | None = None,
-    tgt_index: IndexedShard | None = None,
+    src_lists: np.ndarray | None = None,
+    tgt_lists: np.ndarray | None = None,
 ) -> Path:
     """Top-k both directions between one source and one target shard, written to ``out_npz``.
 
@@ -102,63 +104,76 @@ def knn_shard_pair(
         k: neighbours per row.
         out_npz: written atomically with ``fwd_D, fwd_I`` (src rows), ``bwd_D, bwd_I`` (tgt rows),
             and ``meta`` (JSON: shard numbers, offsets, row counts, k) for the reduce step.
-        block_size: rows per block; peak memory grows with its square (see :func:`memory_estimate`).
-        src_index, tgt_index: the two shards' filled IVF indexes with their rows' nearest lists
-            (``psp.mine.index.fill_index``): source rows search the target's index in their own
-            lists, and target rows the source's. ``None`` for both: exact search, one matrix
-            product per block pair serving both directions.
+        block_size: rows per block of the exact search; its peak memory grows with the square
+            (see :func:`memory_estimate`).
+        src_lists, tgt_lists: the two shards' rows' nearest lists (``psp.mine.index.fill_index``,
+            one quantizer for the pair): list-major search (:mod:`psp.mine.ivf`). ``None`` for
+            both: exact search, one matrix product per block pair serving both directions.
     """
+    src, tgt = open_embeddings(src_npy), open_embeddings(tgt_npy)
+    entries = _check_pair(src_npy, tgt_npy, src_plan.shards[src_shard], tgt_plan.shards[tgt_shard])
+    if (src_lists is None) != (tgt_lists is None):
+        raise ValueError("knn_shard_pair: give both list assignments or neither")
+    t0 = time.perf_counter()
+    if src_lists is not None:
+        log.info("list-major kNN %s (%d rows) x %s (%d rows)", src_npy, len(src), tgt_npy, len(tgt))
+        fwd, bwd = ivf_knn_both_directions(
+            src, tgt, src_lists=_rows_of(src_lists, src), tgt_lists=_rows_of(tgt_lists, tgt), k=k
+        )
+    else:
+        log.info(
+            "exact kNN %s (%d rows) x %s (%d rows), dim %d, k %d: about %.1f MiB working memory",
+            *(src_npy, len(src), tgt_npy, len(tgt), src.shape[1], k),
+            memory_estimate(len(src), len(tgt), src.shape[1], k, block_size) / 2**20,
+        )
+        fwd, bwd = knn_both_directions(src, tgt, k, block_size)
+    log.info("kNN done in %.1f s", time.perf_counter() - t0)
+    _write_part(out_npz, fwd, bwd, entries, shards=(src_shard, tgt_shard), k=k)
+    return Path(out_npz)
+
+
+def _check_pair(src_npy, tgt_npy, src_entry: Shard, tgt_entry: Shard) -> tuple[Shard, Shard]:
+    """Both shards exist with the same width and the row counts their plans promise."""
     src, tgt = open_embeddings(src_npy), open_embeddings(tgt_npy)
     if src.shape[1] != tgt.shape[1]:
         raise InputError(
             f"embedding dimensions differ: {src_npy} has dim {src.shape[1]}, "
             f"{tgt_npy} has dim {tgt.shape[1]}"
         )
-    src_entry, tgt_entry = src_plan.shards[src_shard], tgt_plan.shards[tgt_shard]
     for path, arr, entry in ((src_npy, src, src_entry), (tgt_npy, tgt, tgt_entry)):
         if len(arr) != entry.rows:
             raise InputError(f"{path}: {len(arr)} rows, its shard plan says {entry.rows}")
-    if (src_index is None) != (tgt_index is None):
-        raise ValueError("knn_shard_pair: give both indexes or neither")
-    ns, nt, dim = len(src), len(tgt), src.shape[1]
-    t0 = time.perf_counter()
-    if src_index is not None:
-        log.info("kNN %s (%d rows) x %s (%d rows) through IVF indexes", src_npy, ns, tgt_npy, nt)
-        fwd = search_assigned(tgt_index.index, src, src_index.lists, src_index.coarse, k)
-        bwd = search_assigned(src_index.index, tgt, tgt_index.lists, tgt_index.coarse, k)
-    else:
-        log.info(
-            "exact kNN %s (%d rows) x %s (%d rows), dim %d, k %d: about %.1f MiB working memory",
-            src_npy,
-            ns,
-            tgt_npy,
-            nt,
-            dim,
-            k,
-            memory_estimate(ns, nt, dim, k, block_size) / 2**20,
+    return src_entry, tgt_entry
+
+
+def _rows_of(lists: np.ndarray, shard) -> np.ndarray:
+    if len(lists) != len(shard):
+        raise InputError(
+            f"{shard.path}: {len(shard)} rows, its list assignments {len(lists)} (stale index files)"
         )
-        fwd, bwd = knn_both_directions(src, tgt, k, block_size)
-    log.info("kNN done in %.1f s", time.perf_counter() - t0)
+    return lists
+
+
+def _write_part(out_npz, fwd: KNN, bwd: KNN, entries: tuple, *, shards: tuple, k: int) -> None:
+    src_entry, tgt_entry = entries
     meta = {
-        "src_shard": src_shard,
-        "tgt_shard": tgt_shard,
+        "src_shard": shards[0],
+        "tgt_shard": shards[1],
         "src_offset": src_entry.start,
         "tgt_offset": tgt_entry.start,
-        "src_rows": ns,
-        "tgt_rows": nt,
+        "src_rows": src_entry.rows,
+        "tgt_rows": tgt_entry.rows,
         "k": k,
     }
-    with atomic_path(out_npz) as tmp:
-        with open(tmp, "wb") as handle:
-            np.savez(
-                handle,
-                fwd_D=fwd[0],
-                fwd_I=_shift(fwd[1], tgt_entry.start),
-                bwd_D=bwd[0],
-                bwd_I=_shift(bwd[1], src_entry.start),
-                meta=np.array(json.dumps(meta)),
-            )
-    return Path(out_npz)
+    with atomic_path(out_npz) as tmp, open(tmp, "wb") as handle:
+        np.savez(
+            handle,
+            fwd_D=fwd[0],
+            fwd_I=_shift(fwd[1], tgt_entry.start),
+            bwd_D=bwd[0],
+            bwd_I=_shift(bwd[1], src_entry.start),
+            meta=np.array(json.dumps(meta)),
+        )
 
 
 def _shift(ids: np.ndarray, offset: int) -> np.ndarray:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from psp.io import InputError, atomic_open, temp_dir
 from psp.mine.config import MineConfig
-from psp.mine.index import KNN, fill_index, indexed_shard, train_index, uses_ivf
+from psp.mine.index import KNN, fill_index, load_lists, train_index, uses_ivf
 from psp.mine.knn import knn_shard_pair
 from psp.mine.margin import score_pairs
 from psp.mine.output import write_mined
@@ -72,10 +72,10 @@ def embed_side(model, text: Path, plan: ShardPlan, cfg: MineConfig, work_dir: Pa
 
 def index_pair(
     src_shards: Sequence[Path], tgt_shards: Sequence[Path], cfg: MineConfig, work_dir: Path
-) -> dict[str, list[tuple[Path, Path]]]:
-    """Train one IVF quantizer on a sample of both sides, then fill an index per shard.
+) -> dict[str, list[Path]]:
+    """Train one quantizer on a sample of both sides, then assign every shard's rows to lists.
 
-    Returns, per side, each shard's ``(index, lists)`` files.
+    Returns, per side, each shard's list assignment file.
     """
     trained = work_dir / "trained.faiss"
     if not trained.exists():
@@ -84,45 +84,42 @@ def index_pair(
     for name, shards in (("src", src_shards), ("tgt", tgt_shards)):
         files[name] = []
         for shard, npy in enumerate(shards):
-            index, lists = (
-                work_dir / f"{name}.{shard:04d}.faiss",
-                work_dir / f"{name}.{shard:04d}.lists.npz",
-            )
+            lists = work_dir / f"{name}.{shard:04d}.lists.npz"
             if not lists.exists():
-                fill_index(trained, npy, index, lists, cfg.index.nprobe)
-            files[name].append((index, lists))
+                fill_index(trained, npy, lists, cfg.index.nprobe)
+            files[name].append(lists)
     return files
 
 
 def run_knn(
     src_shards: Sequence[Path],
     tgt_shards: Sequence[Path],
-    src_plan: ShardPlan,
-    tgt_plan: ShardPlan,
+    plans: tuple[ShardPlan, ShardPlan],
     cfg: MineConfig,
     out_dir: Path,
 ) -> tuple[KNN, KNN]:
     """All shard pairs (skipping parts already on disk), reduced to global fwd/bwd kNN."""
-    indexes = None
+    src_plan, tgt_plan = plans
+    lists = None
     if uses_ivf(src_plan.n_lines, tgt_plan.n_lines, cfg.index):
-        indexes = index_pair(src_shards, tgt_shards, cfg, out_dir)
+        lists = index_pair(src_shards, tgt_shards, cfg, out_dir)
     parts = []
     for s, src_npy in enumerate(src_shards):
         for t, tgt_npy in enumerate(tgt_shards):
             part = out_dir / f"knn.{s:04d}-{t:04d}.npz"
             if not part.exists():
                 knn_shard_pair(
-                    src_npy,
-                    tgt_npy,
-                    src_plan,
-                    tgt_plan,
-                    s,
-                    t,
-                    cfg.k,
-                    part,
-                    cfg.block_size,
-                    indexed_shard(*indexes["src"][s]) if indexes else None,
-                    indexed_shard(*indexes["tgt"][t]) if indexes else None,
+                    src_npy=src_npy,
+                    tgt_npy=tgt_npy,
+                    src_plan=src_plan,
+                    tgt_plan=tgt_plan,
+                    src_shard=s,
+                    tgt_shard=t,
+                    k=cfg.k,
+                    out_npz=part,
+                    block_size=cfg.block_size,
+                    src_lists=load_lists(lists["src"][s]) if lists else None,
+                    tgt_lists=load_lists(lists["tgt"][t]) if lists else None,
                 )
             parts.append(part)
     return reduce_parts(parts, cfg.k, src_plan, tgt_plan)
@@ -152,7 +149,7 @@ def knn_for_files(
     src_shards = embed_side(model, src_text, src_plan, cfg, work_dir, "src")
     tgt_shards = embed_side(model, tgt_text, tgt_plan, cfg, work_dir, "tgt")
     t1 = time.perf_counter()
-    fwd, bwd = run_knn(src_shards, tgt_shards, src_plan, tgt_plan, cfg, work_dir)
+    fwd, bwd = run_knn(src_shards, tgt_shards, (src_plan, tgt_plan), cfg, work_dir)
     return fwd, bwd, {"embed": t1 - t0, "knn": time.perf_counter() - t1}, sides
 
 

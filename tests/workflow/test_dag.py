@@ -61,7 +61,7 @@ def test_slurm_profile_splits_mining_into_shard_jobs(tmp_path, mirror_slice):
     assert counts["mine_text"] == 2  # each side's text and shard plan, once
     assert counts["embed_shard"] == 2 * 40
     assert counts["train_index"] == 1  # one quantizer for the pair ...
-    assert counts["index_shard"] == 2 * 40  # ... and one index per shard, not per shard pair
+    assert counts["index_shard"] == 2 * 40  # ... and one list assignment per shard, not per pair
     assert counts["knn_shard_pair"] == 40 * 40
     assert counts["score_mined"] == 1
 
