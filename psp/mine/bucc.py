@@ -75,6 +75,7 @@ def build_bucc_task(
     gold_tgt: Sequence[str],
     distractor_src: Sequence[str],
     distractor_tgt: Sequence[str],
+    *,
     seed: int = 0,
 ) -> tuple[list[str], list[str], Gold]:
     """Shuffle gold pairs into distractors; returns ``(src_sentences, tgt_sentences, gold)``.
@@ -137,7 +138,7 @@ def best_threshold(curve: Curve) -> tuple[float, float]:
 
 
 def evaluate_at(
-    scores: np.ndarray, src: np.ndarray, tgt: np.ndarray, gold: Gold, threshold: float
+    scores: np.ndarray, src: np.ndarray, tgt: np.ndarray, gold: Gold, *, threshold: float
 ) -> dict[str, float]:
     """Precision, recall and F1 of the candidates scoring at least ``threshold``."""
     keep = np.asarray(scores) >= threshold
@@ -273,7 +274,7 @@ def load_tasks(
             gold_tgt[: data.max_gold],
             pools["src"][split],
             pools["tgt"][split],
-            data.seed,
+            seed=data.seed,
         )
         for split, (gold_src, gold_tgt) in golds.items()
     }
@@ -300,6 +301,7 @@ def run_bucc(
     model,
     data_root: str | os.PathLike,
     out_dir: str | os.PathLike,
+    *,
     cfg: MineConfig | None = None,
     data: BuccData | None = None,
 ) -> dict:
@@ -313,14 +315,17 @@ def run_bucc(
     curves, marks, results = {}, {}, {"margin": cfg.margin, "retrieval": cfg.retrieval, "k": cfg.k}
     threshold = None
     for split, (src, tgt, gold) in load_tasks(data_root, data).items():
-        mined = mine_texts(model, src, tgt, all_candidates(cfg))
+        mined = mine_texts(model, src, tgt, cfg=all_candidates(cfg))
         scores, i, j = (
             (np.array(col) for col in zip(*mined, strict=True)) if mined else (np.zeros(0),) * 3
         )
         curves[split] = precision_recall_curve(scores, i, j, gold)
         if threshold is None:  # dev comes first: choose the threshold there
             threshold, _ = best_threshold(curves[split])
-        marks[split] = {"threshold": threshold, **evaluate_at(scores, i, j, gold, threshold)}
+        marks[split] = {
+            "threshold": threshold,
+            **evaluate_at(scores, i, j, gold, threshold=threshold),
+        }
         results[split] = {**marks[split], "n_src": len(src), "n_tgt": len(tgt)}
         log.info("BUCC %s: %s", split, results[split])
     with atomic_open(out_dir / "bucc.json", "wt") as out:

@@ -121,6 +121,7 @@ def fill_index(
     trained_index: str | os.PathLike,
     emb_npy: str | os.PathLike,
     out_lists: str | os.PathLike,
+    *,
     nprobe: int,
     block_size: int = 65536,
 ) -> np.ndarray:

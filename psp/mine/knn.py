@@ -39,7 +39,7 @@ def _block(x, start: int, stop: int) -> torch.Tensor:
     return torch.from_numpy(read_rows(x, start, stop))
 
 
-def _push(dist: torch.Tensor, ids: torch.Tensor, rows: slice, d_new, i_new, k: int) -> None:
+def _push(dist: torch.Tensor, ids: torch.Tensor, rows: slice, *, d_new, i_new, k: int) -> None:
     """Merge new candidates into the running top-k of ``rows`` (both sorted descending)."""
     d = torch.cat([dist[rows], d_new], dim=1)
     i = torch.cat([ids[rows], i_new], dim=1)
@@ -65,13 +65,13 @@ def knn_both_directions(src, tgt, k: int, block_size: int = 4096) -> tuple[KNN, 
             sim = xs @ _block(tgt, c, d).T
             kf, kb = min(k, d - c), min(k, b - a)
             top, pos = torch.topk(sim, kf, dim=1)
-            _push(fD, fI, slice(a, b), top, pos + c, k)
+            _push(fD, fI, slice(a, b), d_new=top, i_new=pos + c, k=k)
             top, pos = torch.topk(sim.T, kb, dim=1)
-            _push(bD, bI, slice(c, d), top, pos + a, k)
+            _push(bD, bI, slice(c, d), d_new=top, i_new=pos + a, k=k)
     return (fD.numpy(), fI.numpy()), (bD.numpy(), bI.numpy())
 
 
-def memory_estimate(ns: int, nt: int, dim: int, k: int, block_size: int) -> float:
+def memory_estimate(ns: int, nt: int, dim: int, *, k: int, block_size: int) -> float:
     """Bytes of peak working memory of :func:`knn_both_directions` (blocks, products, heaps)."""
     bs, bt = min(block_size, ns), min(block_size, nt)
     blocks = (bs + bt) * dim * 4
@@ -124,7 +124,7 @@ def knn_shard_pair(
         log.info(
             "exact kNN %s (%d rows) x %s (%d rows), dim %d, k %d: about %.1f MiB working memory",
             *(src_npy, len(src), tgt_npy, len(tgt), src.shape[1], k),
-            memory_estimate(len(src), len(tgt), src.shape[1], k, block_size) / 2**20,
+            memory_estimate(len(src), len(tgt), src.shape[1], k=k, block_size=block_size) / 2**20,
         )
         fwd, bwd = knn_both_directions(src, tgt, k, block_size)
     log.info("kNN done in %.1f s", time.perf_counter() - t0)

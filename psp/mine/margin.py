@@ -46,7 +46,7 @@ def margin_score(
     raise ValueError(f"unknown margin {kind!r}")
 
 
-def _best(knn: KNN, mean_self: np.ndarray, mean_other: np.ndarray, k: int, kind: Margin):
+def _best(knn: KNN, mean_self: np.ndarray, mean_other: np.ndarray, *, k: int, kind: Margin):
     """For each row: the best-scoring of its candidates → (score, candidate id); -inf/-1 if none."""
     dist, ids = knn[0][:, :k], knn[1][:, :k]
     valid = ids >= 0
@@ -58,7 +58,7 @@ def _best(knn: KNN, mean_self: np.ndarray, mean_other: np.ndarray, k: int, kind:
 
 
 def score_pairs(
-    fwd: KNN, bwd: KNN, k: int = 4, margin_kind: Margin = "ratio", retrieval: Retrieval = "max"
+    fwd: KNN, bwd: KNN, *, k: int = 4, margin_kind: Margin = "ratio", retrieval: Retrieval = "max"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Candidate pairs and their margin scores, sorted by score descending (no threshold).
 
@@ -71,8 +71,8 @@ def score_pairs(
     Returns ``(scores float32, src_ids int64, tgt_ids int64)``.
     """
     mean_src, mean_tgt = knn_means(fwd, k), knn_means(bwd, k)
-    f_score, f_tgt = _best(fwd, mean_src, mean_tgt, k, margin_kind)
-    b_score, b_src = _best(bwd, mean_tgt, mean_src, k, margin_kind)
+    f_score, f_tgt = _best(fwd, mean_src, mean_tgt, k=k, kind=margin_kind)
+    b_score, b_src = _best(bwd, mean_tgt, mean_src, k=k, kind=margin_kind)
     src_ids, tgt_ids = np.arange(len(f_tgt)), np.arange(len(b_src))
     if retrieval == "fwd":
         scores, src, tgt = f_score, src_ids, f_tgt

@@ -51,6 +51,7 @@ def write_mined(
     tgt_text: str | os.PathLike,
     fwd: KNN,
     bwd: KNN,
+    *,
     cfg: MineConfig,
     out_tsv_gz: str | os.PathLike,
     stats_json: str | os.PathLike,
@@ -74,7 +75,9 @@ def write_mined(
     Returns the stats dict written to ``stats_json``.
     """
     t0 = time.perf_counter()
-    scores, src, tgt = score_pairs(fwd, bwd, cfg.k, cfg.margin, cfg.retrieval)
+    scores, src, tgt = score_pairs(
+        fwd, bwd, k=cfg.k, margin_kind=cfg.margin, retrieval=cfg.retrieval
+    )
     threshold = cfg.effective_threshold
     keep = scores >= threshold
     src_lines = gather_lines(src_text, src[keep], len(fwd[0]))

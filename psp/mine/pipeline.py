@@ -59,13 +59,21 @@ def prepare_side(text_path, cfg: MineConfig, work_dir: Path, name: str) -> tuple
     return text, shard_text_file(text_path, cfg.n_shards, text, plan_path)
 
 
-def embed_side(model, text: Path, plan: ShardPlan, cfg: MineConfig, work_dir: Path, name: str):
+def embed_side(model, text: Path, plan: ShardPlan, *, cfg: MineConfig, work_dir: Path, name: str):
     """Embed every shard of one side (skipping shards already on disk)."""
     paths = []
     for shard in range(len(plan)):
         path = work_dir / f"{name}.{shard:04d}.npy"
         if not path.exists():
-            embed_shard(model, text, plan, shard, path, cfg.batch_size, cfg.float16)
+            embed_shard(
+                model,
+                text,
+                plan,
+                shard=shard,
+                out_npy=path,
+                batch_size=cfg.batch_size,
+                float16=cfg.float16,
+            )
         paths.append(path)
     return paths
 
@@ -86,7 +94,7 @@ def index_pair(
         for shard, npy in enumerate(shards):
             lists = work_dir / f"{name}.{shard:04d}.lists.npz"
             if not lists.exists():
-                fill_index(trained, npy, lists, cfg.index.nprobe)
+                fill_index(trained, npy, lists, nprobe=cfg.index.nprobe)
             files[name].append(lists)
     return files
 
@@ -95,6 +103,7 @@ def run_knn(
     src_shards: Sequence[Path],
     tgt_shards: Sequence[Path],
     plans: tuple[ShardPlan, ShardPlan],
+    *,
     cfg: MineConfig,
     out_dir: Path,
 ) -> tuple[KNN, KNN]:
@@ -126,7 +135,7 @@ def run_knn(
 
 
 def knn_for_files(
-    model, src_path, tgt_path, cfg: MineConfig, work_dir
+    model, src_path, tgt_path, *, cfg: MineConfig, work_dir
 ) -> tuple[KNN, KNN, dict, dict[str, tuple[Path, ShardPlan]]]:
     """Embed both corpora in shards and compute the global two-way kNN.
 
@@ -146,10 +155,10 @@ def knn_for_files(
                 f"{path}: empty corpus (no lines to mine; {plan.blank_lines} blank line(s))"
             )
     (src_text, src_plan), (tgt_text, tgt_plan) = sides.values()
-    src_shards = embed_side(model, src_text, src_plan, cfg, work_dir, "src")
-    tgt_shards = embed_side(model, tgt_text, tgt_plan, cfg, work_dir, "tgt")
+    src_shards = embed_side(model, src_text, src_plan, cfg=cfg, work_dir=work_dir, name="src")
+    tgt_shards = embed_side(model, tgt_text, tgt_plan, cfg=cfg, work_dir=work_dir, name="tgt")
     t1 = time.perf_counter()
-    fwd, bwd = run_knn(src_shards, tgt_shards, (src_plan, tgt_plan), cfg, work_dir)
+    fwd, bwd = run_knn(src_shards, tgt_shards, (src_plan, tgt_plan), cfg=cfg, out_dir=work_dir)
     return fwd, bwd, {"embed": t1 - t0, "knn": time.perf_counter() - t1}, sides
 
 
@@ -157,6 +166,7 @@ def mine_files(
     model,
     src_path: str | os.PathLike,
     tgt_path: str | os.PathLike,
+    *,
     cfg: MineConfig,
     out_tsv_gz: str | os.PathLike,
     work_dir: str | os.PathLike | None = None,
@@ -183,7 +193,7 @@ def mine_files(
     settings["index"] = dataclasses.asdict(cfg.index) if cfg.index else None
     manifest = fingerprint(model_files, {"src": src_path, "tgt": tgt_path}, settings)
     with claimed(out.with_name(out.name + ".work") if owned else work_dir, manifest, owned) as work:
-        fwd, bwd, timings, sides = knn_for_files(model, src_path, tgt_path, cfg, work)
+        fwd, bwd, timings, sides = knn_for_files(model, src_path, tgt_path, cfg=cfg, work_dir=work)
         (src_text, src_plan), (tgt_text, tgt_plan) = sides.values()
         inputs = {
             "src_file": str(src_path),
@@ -191,7 +201,16 @@ def mine_files(
             "blank_lines": {"src": src_plan.blank_lines, "tgt": tgt_plan.blank_lines},
         }
         return write_mined(
-            src_text, tgt_text, fwd, bwd, cfg, out, stats_json, histogram_png, timings, inputs
+            src_text,
+            tgt_text,
+            fwd,
+            bwd,
+            cfg=cfg,
+            out_tsv_gz=out,
+            stats_json=stats_json,
+            histogram_png=histogram_png,
+            timings=timings,
+            inputs=inputs,
         )
 
 
@@ -206,6 +225,7 @@ def mine_texts(
     model,
     src_sentences: Sequence[str],
     tgt_sentences: Sequence[str],
+    *,
     cfg: MineConfig | None = None,
     work_dir: str | os.PathLike | None = None,
 ) -> list[tuple[float, int, int]]:
@@ -219,7 +239,8 @@ def mine_texts(
     retrieved candidate (as the BUCC evaluation does).
 
     Example:
-        >>> pairs = mine_texts(model, ["hola mundo"], ["hello world"], MineConfig(threshold=-math.inf))
+        >>> cfg = MineConfig(threshold=-math.inf)
+        >>> pairs = mine_texts(model, ["hola mundo"], ["hello world"], cfg=cfg)
     """
     cfg = cfg or MineConfig()
     for name, sentences in (("source", src_sentences), ("target", tgt_sentences)):
@@ -229,8 +250,10 @@ def mine_texts(
         src_path, tgt_path = work / "src.txt", work / "tgt.txt"
         _write_sentences(src_sentences, src_path)
         _write_sentences(tgt_sentences, tgt_path)
-        fwd, bwd, _, _ = knn_for_files(model, src_path, tgt_path, cfg, work / "shards")
-    scores, src, tgt = score_pairs(fwd, bwd, cfg.k, cfg.margin, cfg.retrieval)
+        fwd, bwd, _, _ = knn_for_files(model, src_path, tgt_path, cfg=cfg, work_dir=work / "shards")
+    scores, src, tgt = score_pairs(
+        fwd, bwd, k=cfg.k, margin_kind=cfg.margin, retrieval=cfg.retrieval
+    )
     keep = scores >= cfg.effective_threshold
     return list(zip(scores[keep].tolist(), src[keep].tolist(), tgt[keep].tolist(), strict=True))
 

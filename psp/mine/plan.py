@@ -86,6 +86,7 @@ def _member(lines: list[str]) -> bytes:
 def write_sharded_text(
     lines: Iterable[str],
     n_lines: int,
+    *,
     n_shards: int,
     out_text: str | os.PathLike,
     out_plan: str | os.PathLike,
@@ -140,7 +141,14 @@ def shard_text_file(
         n_lines += bool(line.strip())
     n_shards = max(1, min(n_shards, n_lines))
     kept = (line for _, line in iter_lines(text) if line.strip())
-    return write_sharded_text(kept, n_lines, n_shards, out_text, out_plan, n_read - n_lines)
+    return write_sharded_text(
+        kept,
+        n_lines,
+        n_shards=n_shards,
+        out_text=out_text,
+        out_plan=out_plan,
+        blank_lines=n_read - n_lines,
+    )
 
 
 def save_plan(plan: ShardPlan, path: str | os.PathLike) -> None:

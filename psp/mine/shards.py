@@ -26,6 +26,7 @@ def embed_shard(
     model,
     text_path: str | os.PathLike,
     plan: ShardPlan,
+    *,
     shard: int,
     out_npy: str | os.PathLike,
     batch_size: int = 8192,
@@ -62,7 +63,14 @@ def embed_shard(
         progress = tqdm(total=entry.rows, desc=f"embed shard {shard}", unit="line", disable=None)
         row = 0
         for batch in iter_batches(read_shard_lines(text_path, plan, shard), batch_size):
-            emb = _embed_batch(model, batch, batch_size, dim, text_path, entry.start + row)
+            emb = _embed_batch(
+                model,
+                batch,
+                batch_size=batch_size,
+                dim=dim,
+                text_path=text_path,
+                first_line=entry.start + row,
+            )
             out.write(emb.astype(dtype, copy=False).tobytes())
             row += len(batch)
             progress.update(len(batch))
@@ -70,7 +78,7 @@ def embed_shard(
     return Path(out_npy)
 
 
-def _embed_batch(model, batch, batch_size, dim, text_path, first_line) -> np.ndarray:
+def _embed_batch(model, batch, *, batch_size, dim, text_path, first_line) -> np.ndarray:
     emb = np.asarray(model.embed(batch, batch_size=batch_size), dtype=np.float32)
     if emb.shape != (len(batch), dim):
         raise ValueError(
