@@ -129,4 +129,6 @@ def prepare_mining_side(
             workers=workers,
         )
         lines = (line for _, line in iter_lines(filtered))
-        return write_sharded_text(lines, stats["kept"], n_shards, out_text, out_plan)
+        return write_sharded_text(
+            lines, stats["kept"], n_shards=n_shards, out_text=out_text, out_plan=out_plan
+        )

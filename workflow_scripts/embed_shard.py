@@ -14,7 +14,7 @@ embed_shard(
     model,
     snakemake.input.text,
     load_plan(snakemake.input.plan),
-    int(snakemake.wildcards.shard),
-    snakemake.output.emb,
+    shard=int(snakemake.wildcards.shard),
+    out_npy=snakemake.output.emb,
     float16=snakemake.params.float16,
 )

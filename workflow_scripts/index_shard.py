@@ -14,5 +14,5 @@ else:
         snakemake.input.trained,
         snakemake.input.emb,
         snakemake.output.lists,
-        snakemake.params.nprobe,
+        nprobe=snakemake.params.nprobe,
     )

@@ -16,9 +16,9 @@ write_mined(
     snakemake.input.tgt_text,
     fwd,
     bwd,
-    cfg,
-    snakemake.output.pairs,
-    snakemake.output.stats,
-    snakemake.output.histogram,
+    cfg=cfg,
+    out_tsv_gz=snakemake.output.pairs,
+    stats_json=snakemake.output.stats,
+    histogram_png=snakemake.output.histogram,
     threshold_source=source,
 )

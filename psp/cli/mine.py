@@ -102,7 +102,13 @@ def run(args: argparse.Namespace) -> int:
     if args.src_lang:
         check_model_languages(model, args.src_lang, args.tgt_lang, args.model)
     stats = mine_files(
-        model, args.src_file, args.tgt_file, cfg, args.output, args.work_dir, model_dir=args.model
+        model,
+        args.src_file,
+        args.tgt_file,
+        cfg=cfg,
+        out_tsv_gz=args.output,
+        work_dir=args.work_dir,
+        model_dir=args.model,
     )
     print(f"kept {stats['kept']} of {stats['candidates']} candidates -> {args.output}")
     return 0
