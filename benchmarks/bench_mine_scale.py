@@ -74,16 +74,16 @@ def unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def write_side(corpus: Corpus, side: str, n_shards: int, out: Path, seed: int, planted=None):
+def write_side(corpus: Corpus, side: str, *, n_shards: int, out: Path, seed: int, planted=None):
     """Shards of unit rows ``out/{side}.{s}.npy`` plus the side's sharded text and plan."""
     from psp.mine.plan import write_sharded_text
 
     plan = write_sharded_text(
         (f"{side} sentence {i}" for i in range(corpus.n)),
         corpus.n,
-        n_shards,
-        out / f"{side}.txt.gz",
-        out / f"{side}.plan.json",
+        n_shards=n_shards,
+        out_text=out / f"{side}.txt.gz",
+        out_plan=out / f"{side}.plan.json",
     )
     rng = np.random.default_rng(seed)
     for s, entry in enumerate(plan.shards):
@@ -106,7 +106,7 @@ def make_data(args, out: Path) -> dict:
     rng = np.random.default_rng(args.seed)
     corpus = Corpus(args.n, args.dim, max(1, args.n // 200), args.seed)
     n_shards = max(1, math.ceil(args.n / args.shard_rows))
-    src_plan = write_side(corpus, "src", n_shards, out, args.seed + 1)
+    src_plan = write_side(corpus, "src", n_shards=n_shards, out=out, seed=args.seed + 1)
     n_planted = int(args.n * args.planted)
     tgt_rows = np.sort(rng.choice(args.n, n_planted, replace=False))
     src_rows = rng.choice(args.n, n_planted, replace=False)
@@ -120,7 +120,7 @@ def make_data(args, out: Path) -> dict:
             noise = rng.standard_normal(args.dim).astype(np.float32) * corpus.scale
             block[t - a] = source + 0.6 * noise / np.linalg.norm(noise * 1.0)
 
-    write_side(corpus, "tgt", n_shards, out, args.seed + 2, plant)
+    write_side(corpus, "tgt", n_shards=n_shards, out=out, seed=args.seed + 2, planted=plant)
     np.savez(out / "planted.npz", src=src_rows, tgt=tgt_rows)
     return {"shards_per_side": n_shards, "planted": n_planted}
 
@@ -168,18 +168,18 @@ def job_train_index(out: Path, args, n_shards: int, nprobe: int):
     train_index(src, tgt, index_config(args, nprobe), out / "trained.faiss")
 
 
-def job_index_shard(out: Path, args, side: str, shard: int, nprobe: int):
+def job_index_shard(out: Path, args, *, side: str, shard: int, nprobe: int):
     from psp.mine.index import fill_index
 
     fill_index(
         out / "trained.faiss",
         out / f"{side}.{shard}.npy",
         out / f"{side}.{shard}.{nprobe}.lists.npz",
-        nprobe,
+        nprobe=nprobe,
     )
 
 
-def job_knn_shard_pair(out: Path, args, src_shard: int, tgt_shard: int, nprobe: int, ivf: bool):
+def job_knn_shard_pair(out: Path, args, *, src_shard: int, tgt_shard: int, nprobe: int, ivf: bool):
     from psp.mine.index import load_lists
     from psp.mine.knn import knn_shard_pair
     from psp.mine.plan import load_plan
@@ -220,14 +220,14 @@ def job_score_mined(out: Path, args, n_shards: int, nprobe: int):
         out / "tgt.txt.gz",
         fwd,
         bwd,
-        cfg,
-        out / f"mined.{nprobe}.tsv.gz",
-        out / f"mined.{nprobe}.stats.json",
-        out / f"mined.{nprobe}.png",
+        cfg=cfg,
+        out_tsv_gz=out / f"mined.{nprobe}.tsv.gz",
+        stats_json=out / f"mined.{nprobe}.stats.json",
+        histogram_png=out / f"mined.{nprobe}.png",
     )
 
 
-def job_exact_sample(out: Path, args, n_shards: int, side: str, nprobe: int):
+def job_exact_sample(out: Path, args, *, n_shards: int, side: str, nprobe: int):
     """Exact top-k of a random sample of ``side`` rows over every shard of the other side."""
     import torch
 
@@ -329,7 +329,7 @@ def job_outputs(out: Path, name: str, nprobe: int, params: dict) -> list[Path]:
     return []
 
 
-def pipeline(out: Path, args, n_shards: int, nprobe: int, ivf: bool, trained: bool) -> dict:
+def pipeline(out: Path, args, *, n_shards: int, nprobe: int, ivf: bool, trained: bool) -> dict:
     """Every job of the DAG in order; with ``--resume``, jobs whose outputs exist are counted
     in ``reused_jobs`` and not timed, so the figures then cover only the jobs that ran."""
     stages, cpu, rss, reused = {}, {}, {}, {}
@@ -446,7 +446,7 @@ def measure(out: Path, args, n_shards: int) -> dict:
         if not (args.resume and (out / f"exact.{side}.npz").exists()):
             run_job("exact_sample", out, args, n_shards=n_shards, side=side, nprobe=0)
     for number, nprobe in enumerate(args.nprobe if ivf else [0]):
-        run = pipeline(out, args, n_shards, nprobe, ivf, trained=number > 0)
+        run = pipeline(out, args, n_shards=n_shards, nprobe=nprobe, ivf=ivf, trained=number > 0)
         run["nprobe"] = nprobe
         run["recall_at_k"] = {side: recall(out, side, nprobe, args.k) for side in ("src", "tgt")}
         run["planted_mined"] = planted_mined(out, nprobe)
@@ -454,7 +454,7 @@ def measure(out: Path, args, n_shards: int) -> dict:
             run["knn_gflop"] = ivf_flop(out, n_shards, nprobe, args.dim) / 1e9
         report["runs"].append(run)
     if ivf and args.with_exact:
-        exact = pipeline(out, args, n_shards, 0, False, trained=True)
+        exact = pipeline(out, args, n_shards=n_shards, nprobe=0, ivf=False, trained=True)
         report["exact_run"] = exact | {"planted_mined": planted_mined(out, 0)}
     if args.ratio_rows:
         run_job("matmul_ratio", out, args, nprobe=0)
