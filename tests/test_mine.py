@@ -92,9 +92,9 @@ def sharded(tmp_path, name, x, n_shards):
     plan = write_sharded_text(
         (f"{name} {i}" for i in range(len(x))),
         len(x),
-        n_shards,
-        tmp_path / f"{name}.txt.gz",
-        tmp_path / f"{name}.plan.json",
+        n_shards=n_shards,
+        out_text=tmp_path / f"{name}.txt.gz",
+        out_plan=tmp_path / f"{name}.plan.json",
     )
     paths = [
         save(tmp_path / f"{name}{s}.npy", x[entry.start : entry.stop])
@@ -189,7 +189,7 @@ def test_margins_by_hand():
     assert margin_score(cos, m_src[0], m_tgt[0], "ratio") == pytest.approx(0.9 / 0.65, rel=1e-6)
     assert margin_score(cos, m_src[0], m_tgt[0], "distance") == pytest.approx(0.9 - 0.65, abs=1e-6)
     assert margin_score(cos, m_src[0], m_tgt[0], "absolute") == pytest.approx(0.9)
-    scores, src, tgt = score_pairs(fwd, bwd, 2, "ratio", "fwd")
+    scores, src, tgt = score_pairs(fwd, bwd, k=2, margin_kind="ratio", retrieval="fwd")
     # source 1: t1 0.4/((0.35+0.45)/2)=1.0 beats t0 0.3/((0.35+0.6)/2)=0.6316
     assert list(zip(src, tgt)) == [(0, 0), (1, 1)]
     np.testing.assert_allclose(scores, [0.9 / 0.65, 1.0], rtol=1e-6)
@@ -213,7 +213,7 @@ def _retrieval_case():
 )
 def test_retrieval_modes(retrieval, expected):
     fwd, bwd = _retrieval_case()
-    scores, src, tgt = score_pairs(fwd, bwd, 2, "absolute", retrieval)
+    scores, src, tgt = score_pairs(fwd, bwd, k=2, margin_kind="absolute", retrieval=retrieval)
     assert set(zip(src.tolist(), tgt.tolist())) == expected
     assert (np.diff(scores) <= 0).all()
 
@@ -348,9 +348,15 @@ class FailingEmbedder(TrigramEmbedder):
 def test_embed_shard_writes_normalised_rows_and_nothing_on_failure(tmp_path):
     text = tmp_path / "s.txt.gz"
     plan = write_sharded_text(
-        (f"sentence number {i}" for i in range(10)), 10, 3, text, tmp_path / "s.plan.json"
+        (f"sentence number {i}" for i in range(10)),
+        10,
+        n_shards=3,
+        out_text=text,
+        out_plan=tmp_path / "s.plan.json",
     )
-    out = embed_shard(TrigramEmbedder(), text, plan, 1, tmp_path / "e1.npy", batch_size=2)
+    out = embed_shard(
+        TrigramEmbedder(), text, plan, shard=1, out_npy=tmp_path / "e1.npy", batch_size=2
+    )
     emb = np.load(out)
     assert emb.shape == (3, 128) and emb.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, rtol=1e-5)
@@ -360,10 +366,14 @@ def test_embed_shard_writes_normalised_rows_and_nothing_on_failure(tmp_path):
     np.testing.assert_allclose(
         emb, expected / np.linalg.norm(expected, axis=1, keepdims=True), rtol=1e-5
     )
-    half = embed_shard(TrigramEmbedder(), text, plan, 2, tmp_path / "h.npy", float16=True)
+    half = embed_shard(
+        TrigramEmbedder(), text, plan, shard=2, out_npy=tmp_path / "h.npy", float16=True
+    )
     assert np.load(half).dtype == np.float16 and np.load(half).shape == (4, 128)
     with pytest.raises(RuntimeError, match="injected"):
-        embed_shard(FailingEmbedder(), text, plan, 2, tmp_path / "bad.npy", batch_size=3)
+        embed_shard(
+            FailingEmbedder(), text, plan, shard=2, out_npy=tmp_path / "bad.npy", batch_size=3
+        )
     names = ["e1.npy", "h.npy", "s.plan.json", "s.txt.gz"]
     assert sorted(p.name for p in tmp_path.iterdir()) == names
 
@@ -391,7 +401,12 @@ def test_empty_corpus_is_an_error_naming_the_file(tmp_path):
     full.write_text("hola\n")
     with pytest.raises(InputError, match="empty.txt: empty corpus"):
         mine_files(
-            TrigramEmbedder(), full, empty, MineConfig(), tmp_path / "o.tsv.gz", tmp_path / "w"
+            TrigramEmbedder(),
+            full,
+            empty,
+            cfg=MineConfig(),
+            out_tsv_gz=tmp_path / "o.tsv.gz",
+            work_dir=tmp_path / "w",
         )
 
 
@@ -432,17 +447,21 @@ TGT = [
 def test_mine_texts_sharded_equals_unsharded(tmp_path):
     model = TrigramEmbedder(dim=512)
     cfg = MineConfig(threshold=-math.inf, block_size=2)
-    one = mine_texts(model, SRC, TGT, cfg)
+    one = mine_texts(model, SRC, TGT, cfg=cfg)
     three = mine_texts(
-        model, SRC, TGT, MineConfig(threshold=-math.inf, n_shards=3, block_size=2), tmp_path
+        model,
+        SRC,
+        TGT,
+        cfg=MineConfig(threshold=-math.inf, n_shards=3, block_size=2),
+        work_dir=tmp_path,
     )
     assert [(i, j) for _, i, j in one] == [(i, j) for _, i, j in three]
     np.testing.assert_allclose([s for s, _, _ in one], [s for s, _, _ in three], rtol=1e-5)
     assert list(tmp_path.iterdir()) == []  # temporary shards removed
     assert {(1, 4), (3, 0)} <= {(i, j) for _, i, j in one}  # "madrid", "barcelona" share trigrams
     # more shards than sentences: empty shards are embedded and reduced like the others
-    tiny = mine_texts(model, SRC[:2], TGT[:3], MineConfig(threshold=-math.inf, n_shards=4))
-    assert tiny == mine_texts(model, SRC[:2], TGT[:3], MineConfig(threshold=-math.inf))
+    tiny = mine_texts(model, SRC[:2], TGT[:3], cfg=MineConfig(threshold=-math.inf, n_shards=4))
+    assert tiny == mine_texts(model, SRC[:2], TGT[:3], cfg=MineConfig(threshold=-math.inf))
 
 
 def test_mine_files_outputs_and_resume(tmp_path):
@@ -453,7 +472,7 @@ def test_mine_files_outputs_and_resume(tmp_path):
     model = TrigramEmbedder(dim=512)
     cfg = MineConfig(margin="ratio", threshold=1.0, n_shards=2, block_size=2)
     out = tmp_path / "out" / "es-en.tsv.gz"
-    stats = mine_files(model, src, tgt, cfg, out, tmp_path / "work")
+    stats = mine_files(model, src, tgt, cfg=cfg, out_tsv_gz=out, work_dir=tmp_path / "work")
     rows = [line.split("\t") for line in gzip.open(out, "rt").read().splitlines()]
     scores = [float(r[0]) for r in rows]
     assert scores == sorted(scores, reverse=True) and min(scores) >= 1.0
@@ -465,17 +484,20 @@ def test_mine_files_outputs_and_resume(tmp_path):
     assert set(saved["timings_s"]) == {"embed", "knn", "score_and_write"}
     assert (tmp_path / "out" / "es-en.histogram.png").read_bytes()[:4] == b"\x89PNG"
     calls = model.calls
-    mine_files(model, src, tgt, cfg, out, tmp_path / "work")  # resumes: nothing re-embedded
+    # resumes: nothing re-embedded
+    mine_files(model, src, tgt, cfg=cfg, out_tsv_gz=out, work_dir=tmp_path / "work")
     assert model.calls == calls
     with pytest.raises(InputError, match="manifest.json"):
-        mine_files(model, src, tgt, MineConfig(k=2), out, tmp_path / "work")
+        mine_files(model, src, tgt, cfg=MineConfig(k=2), out_tsv_gz=out, work_dir=tmp_path / "work")
 
 
 def test_bucc_on_real_data_with_trigram_model(shared_data, tmp_path):
     from psp.mine.bucc import BuccData, run_bucc
 
     data = BuccData(n_distractors=1500, max_gold=300)
-    results = run_bucc(TrigramEmbedder(dim=1024), shared_data, tmp_path, MineConfig(), data)
+    results = run_bucc(
+        TrigramEmbedder(dim=1024), shared_data, tmp_path, cfg=MineConfig(), data=data
+    )
     saved = json.loads((tmp_path / "bucc.json").read_text())
     assert saved["test"]["gold"] == results["test"]["gold"] == 300
     assert saved["dev"]["n_src"] >= 1700 and saved["dev"]["threshold"] == saved["test"]["threshold"]

@@ -46,12 +46,12 @@ def test_ties_are_kept_or_dropped_together():
 
 
 def test_evaluate_at_threshold():
-    result = evaluate_at(SCORES, SRC, TGT, GOLD, 0.7)
+    result = evaluate_at(SCORES, SRC, TGT, GOLD, threshold=0.7)
     assert result["mined"] == 3 and result["gold"] == 3
     assert result["precision"] == pytest.approx(2 / 3)
     assert result["recall"] == pytest.approx(2 / 3)
     assert result["f1"] == pytest.approx(2 / 3)
-    assert evaluate_at(SCORES, SRC, TGT, GOLD, 0.95)["f1"] == 0.0
+    assert evaluate_at(SCORES, SRC, TGT, GOLD, threshold=0.95)["f1"] == 0.0
 
 
 def test_build_bucc_task_hides_gold_among_deduped_distractors():
@@ -75,7 +75,7 @@ def test_build_bucc_task_hides_gold_among_deduped_distractors():
 
 def test_pr_plot_is_written(tmp_path):
     curve = precision_recall_curve(SCORES, SRC, TGT, GOLD)
-    mark = {"threshold": 0.7, **evaluate_at(SCORES, SRC, TGT, GOLD, 0.7)}
+    mark = {"threshold": 0.7, **evaluate_at(SCORES, SRC, TGT, GOLD, threshold=0.7)}
     out = plot_pr_curves({"dev": curve}, {"dev": mark}, tmp_path / "pr.png")
     assert out.read_bytes()[:4] == b"\x89PNG"
 
@@ -176,9 +176,9 @@ def test_bucc2018_tasks_are_the_splits_scored_by_id(tmp_path):
     assert src == ["Eins.", "Zwei.", "Zwei."] and tgt == ["Two.", "One."]
     assert gold == {(0, 1), (2, 0)}
     # the repeated sentence's other id is not the gold pair
-    assert evaluate_at(np.array([1.2, 1.1]), np.array([0, 1]), np.array([1, 0]), gold, 1.0)[
-        "precision"
-    ] == pytest.approx(0.5)
+    assert evaluate_at(
+        np.array([1.2, 1.1]), np.array([0, 1]), np.array([1, 0]), gold, threshold=1.0
+    )["precision"] == pytest.approx(0.5)
     (folder / "de-en.sample.gold").write_text("de-1\ten-8\nde-4\ten-7\n")
     with pytest.raises(InputError, match=r"de-en.sample.gold:2"):
         load_bucc2018_task(tmp_path, "bucc2018/de-en/de-en.sample", "de", "en")
@@ -199,7 +199,7 @@ def test_bucc2018_threshold_from_sample_f1_on_training(shared_data, tmp_path):
         test_gold="bucc2018/de-en/de-en.training",
         src_lang="de",
     )
-    results = run_bucc(TrigramEmbedder(dim=1024), root, tmp_path, MineConfig(), data)
+    results = run_bucc(TrigramEmbedder(dim=1024), root, tmp_path, cfg=MineConfig(), data=data)
     assert results["dev"]["gold"] == results["test"]["gold"] == 150
     assert results["dev"]["n_src"] == results["test"]["n_tgt"] == 750
     assert results["dev"]["threshold"] == results["test"]["threshold"]

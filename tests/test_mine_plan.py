@@ -28,7 +28,9 @@ def test_shard_bounds():
 
 def test_each_shard_reads_only_its_member_and_the_text_stays_one_gzip_file(tmp_path):
     text, plan_path = tmp_path / "side.txt.gz", tmp_path / "side.plan.json"
-    plan = write_sharded_text(iter(LINES), len(LINES), 4, text, plan_path)
+    plan = write_sharded_text(
+        iter(LINES), len(LINES), n_shards=4, out_text=text, out_plan=plan_path
+    )
     assert plan == load_plan(plan_path)
     assert [(s.start, s.stop) for s in plan.shards] == shard_bounds(23, 4)
     assert plan.offsets() == [0, 5, 11, 17]
@@ -46,17 +48,27 @@ def test_each_shard_reads_only_its_member_and_the_text_stays_one_gzip_file(tmp_p
 
 
 def test_same_lines_give_the_same_bytes(tmp_path):
-    a = write_sharded_text(iter(LINES), 23, 3, tmp_path / "a.txt.gz", tmp_path / "a.json")
-    b = write_sharded_text(iter(LINES), 23, 3, tmp_path / "b.txt.gz", tmp_path / "b.json")
+    a = write_sharded_text(
+        iter(LINES), 23, n_shards=3, out_text=tmp_path / "a.txt.gz", out_plan=tmp_path / "a.json"
+    )
+    b = write_sharded_text(
+        iter(LINES), 23, n_shards=3, out_text=tmp_path / "b.txt.gz", out_plan=tmp_path / "b.json"
+    )
     assert a.fingerprint == b.fingerprint
     assert (tmp_path / "a.txt.gz").read_bytes() == (tmp_path / "b.txt.gz").read_bytes()
 
 
 def test_a_changed_text_is_caught_by_the_shard_that_reads_it(tmp_path):
     text = tmp_path / "side.txt.gz"
-    plan = write_sharded_text(iter(LINES), 23, 2, text, tmp_path / "plan.json")
+    plan = write_sharded_text(
+        iter(LINES), 23, n_shards=2, out_text=text, out_plan=tmp_path / "plan.json"
+    )
     other = write_sharded_text(
-        iter([*LINES[:-1], "changed"]), 23, 2, tmp_path / "o.txt.gz", tmp_path / "o.json"
+        iter([*LINES[:-1], "changed"]),
+        23,
+        n_shards=2,
+        out_text=tmp_path / "o.txt.gz",
+        out_plan=tmp_path / "o.json",
     )
     text.write_bytes((tmp_path / "o.txt.gz").read_bytes())
     assert list(read_shard_lines(text, plan, 0)) == LINES[:11]  # untouched member still reads
@@ -66,7 +78,13 @@ def test_a_changed_text_is_caught_by_the_shard_that_reads_it(tmp_path):
 
 
 def test_more_shards_than_lines(tmp_path):
-    plan = write_sharded_text(iter(["a", "b"]), 2, 4, tmp_path / "t.txt.gz", tmp_path / "p.json")
+    plan = write_sharded_text(
+        iter(["a", "b"]),
+        2,
+        n_shards=4,
+        out_text=tmp_path / "t.txt.gz",
+        out_plan=tmp_path / "p.json",
+    )
     assert [s.rows for s in plan.shards] == [0, 1, 0, 1]
     assert [list(read_shard_lines(tmp_path / "t.txt.gz", plan, s)) for s in range(4)] == [
         [],
@@ -89,12 +107,16 @@ def test_shard_text_file_from_plain_text(tmp_path):
 
 def test_line_count_must_match(tmp_path):
     with pytest.raises(ValueError, match="more than n_lines=3"):
-        write_sharded_text(iter(LINES), 3, 1, tmp_path / "t.txt.gz", tmp_path / "p.json")
+        write_sharded_text(
+            iter(LINES), 3, n_shards=1, out_text=tmp_path / "t.txt.gz", out_plan=tmp_path / "p.json"
+        )
     assert not (tmp_path / "p.json").exists()
 
 
 def test_bad_plans_are_input_errors_naming_the_file(tmp_path):
-    write_sharded_text(iter(LINES), 23, 2, tmp_path / "t.txt.gz", tmp_path / "p.json")
+    write_sharded_text(
+        iter(LINES), 23, n_shards=2, out_text=tmp_path / "t.txt.gz", out_plan=tmp_path / "p.json"
+    )
     record = json.loads((tmp_path / "p.json").read_text())
     record["shards"][1]["start"] = 12
     (tmp_path / "bad.json").write_text(json.dumps(record))
