@@ -30,7 +30,7 @@ def inputs(news, tmp_path_factory):
         ("embed", "--batch-size", "0", "expected a whole number >= 1, got '0'"),
         ("embed", "--threads", "-1", "expected a whole number >= 1, got '-1'"),
         ("score", "--batch-size", "many", "expected a whole number >= 1, got 'many'"),
-        ("mine", "--threshold", "nan", "expected a finite number, got 'nan'"),
+        ("mine", "--threshold", "nan", "expected a number (not NaN) or none, got 'nan'"),
         ("mine", "--k", "0", "expected a whole number >= 1, got '0'"),
         ("mine", "--shards", "-2", "expected a whole number >= 1, got '-2'"),
     ],

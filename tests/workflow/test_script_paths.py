@@ -139,10 +139,16 @@ import psp
 from psp.prepare import prepare_pairs
 from psp.train import train
 job = snakemake.params.job
-prepare_pairs(job["data_root"], "bitext", [], [], {}, snakemake.output.pairs, "stats.json")
+prepare_pairs(
+    job["data_root"], model_type="bitext", corpora=[], languages=[], filters={},
+    out_pairs=snakemake.output.pairs, out_stats="stats.json",
+)
 model = psp.load(snakemake.params.model)
 work_dir = Path(snakemake.output.log).parent
-train(None, snakemake.input.h5, snakemake.input.spm, "models/x", work_dir=snakemake.params.work)
+train(
+    None, snakemake.input.h5, snakemake.input.spm, model_dir="models/x",
+    work_dir=snakemake.params.work,
+)
 """
     found = params_paths(source)
     assert [line.split(": ", 1)[1] for line in found] == [
