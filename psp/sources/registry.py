@@ -290,6 +290,7 @@ _MIRROR_LICENSES = {
     "tico19-test": "CC0",
     "un-v1.0-dev-test": "UN corpus terms (free use with acknowledgement)",
     "multi30k": "Flickr30k terms (research use)",
+    "xnli": "CC BY-NC 4.0",
     "parasci": "none stated (research dataset; cite Dong et al. 2021)",
     "mono/en": _WMT_TERMS,
     "quijote": "public domain (Project Gutenberg)",
@@ -331,6 +332,12 @@ _MIRROR_BITEXT = {
         ("es", "fr", "ru", "ar", "zh"),
     ),
     "multi30k": (*_MULTI30K, "data/task1/raw/", ("de", "fr")),
+    "xnli": (
+        "wuhjie/few_shots_that_matters_wu",
+        "6bfe6324e428ec21a777b5543cd8e50ec82dcb3c",
+        "data/xnli/",
+        ("ar", "de", "es", "fr", "ru", "tr", "zh"),
+    ),
 }
 
 #: Mirror-only monolingual text: id -> (repository, commit, file, language).
