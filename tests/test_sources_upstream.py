@@ -9,6 +9,7 @@ import argparse
 import gzip
 import hashlib
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,12 +20,14 @@ from psp.sources import (
     SOURCES,
     STS_DATASETS,
     DownloadError,
+    fetch,
     fetch_and_import,
     import_bucc2018,
     import_xnli,
     upstream_via,
     with_pins,
 )
+from psp.sources.verify import holding
 
 from . import upstream
 from .fileserver import serve
@@ -298,6 +301,20 @@ def test_xnli_pairs_share_one_download(server, tmp_path):
     ]
     assert _gz(data / "zh-en/xnli.en.gz") == english
     assert _gz(data / "zh-en/xnli.zh.gz")[3:5] == ["“停下，”她说。", "她沉默了。"]
+
+
+def test_fetches_sharing_a_download_folder_take_turns(server, tmp_path):
+    """While one fetch holds the shared folder, another waits instead of downloading too."""
+    source = SOURCES["bitext/de-en/xnli"]
+    _publish(server, {source.url: upstream.xnli_zip(_XNLI)})
+    kwargs = {"url_prefix": server.base, "progress": False}
+    with holding(tmp_path / "dl" / source.download_folder):
+        other = threading.Thread(target=fetch, args=(source, tmp_path / "dl"), kwargs=kwargs)
+        other.start()
+        other.join(0.5)
+        assert other.is_alive() and not server.state.requests
+    other.join(30)
+    assert not other.is_alive() and len(server.state.requests) == 1
 
 
 def test_xnli_errors_name_member_and_line(tmp_path):
