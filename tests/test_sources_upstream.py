@@ -9,6 +9,7 @@ import argparse
 import gzip
 import hashlib
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,11 +20,14 @@ from psp.sources import (
     SOURCES,
     STS_DATASETS,
     DownloadError,
+    fetch,
     fetch_and_import,
     import_bucc2018,
+    import_xnli,
     upstream_via,
     with_pins,
 )
+from psp.sources.verify import holding
 
 from . import upstream
 from .fileserver import serve
@@ -251,3 +255,102 @@ def test_cli_downloads_from_a_url_prefix(server, tmp_path):
     assert args.func(args) == 0
     assert (tmp_path / "data/sts/stsb/test.tsv").read_text() == "3.8\tA man speaks\tA man talks\n"
     assert [path for path, _, _ in server.state.requests] == [upstream.site_path(source.url)]
+
+
+# Three languages, rows grouped by language as in the real files. Premise 1 comes with two
+# hypotheses (its repeat is dropped), the test split repeats a dev pair (dropped, dev first),
+# a premise starts with a quote (text under QUOTE_NONE) and one has a double space (collapsed).
+_XNLI = {
+    "dev": [
+        ("de", "Er kam heim.", "Er war müde.", "1a"),
+        ("de", "Er kam heim.", "Er blieb weg.", "1b"),
+        ("de", '"Halt", sagte sie.', "Sie  schwieg.", "2a"),
+        ("en", "He came home.", "He was tired.", "1a"),
+        ("en", "He came home.", "He stayed away.", "1b"),
+        ("en", '"Stop," she said.', "She was silent.", "2a"),
+        ("zh", "他回家了。", "他累了。", "1a"),
+        ("zh", "他回家了。", "他没回来。", "1b"),
+        ("zh", "“停下，”她说。", "她沉默了。", "2a"),
+    ],
+    "test": [
+        ("en", "He came home.", "He slept.", "3a"),
+        ("de", "Er kam heim.", "Er schlief.", "3a"),
+        ("zh", "他回家了。", "他睡了。", "3a"),
+    ],
+}
+
+
+def test_xnli_pairs_share_one_download(server, tmp_path):
+    """Layout: XNLI-1.0.zip as Hugging Face's xnli loader reads it (XNLI-1.0/xnli.{dev,test}.tsv,
+    16 tab-separated columns, rows of a pair sharing pairID). Two pairs import from one download."""
+    files = {SOURCES["bitext/de-en/xnli"].url: upstream.xnli_zip(_XNLI)}
+    _import(server, tmp_path, "bitext/de-en/xnli", files)
+    _import(server, tmp_path, "bitext/zh-en/xnli", files)
+    assert [path for path, _, _ in server.state.requests] == [upstream.site_path(list(files)[0])]
+    data = tmp_path / "data/bitext"
+    english = ["He came home.", "He was tired.", "He stayed away.", '"Stop," she said.']
+    english += ["She was silent.", "He slept."]
+    assert _gz(data / "de-en/xnli.en.gz") == english
+    assert _gz(data / "de-en/xnli.de.gz") == [
+        "Er kam heim.",
+        "Er war müde.",
+        "Er blieb weg.",
+        '"Halt", sagte sie.',
+        "Sie schwieg.",
+        "Er schlief.",
+    ]
+    assert _gz(data / "zh-en/xnli.en.gz") == english
+    assert _gz(data / "zh-en/xnli.zh.gz")[3:5] == ["“停下，”她说。", "她沉默了。"]
+
+
+def test_fetches_sharing_a_download_folder_take_turns(server, tmp_path):
+    """While one fetch holds the shared folder, another waits instead of downloading too."""
+    source = SOURCES["bitext/de-en/xnli"]
+    _publish(server, {source.url: upstream.xnli_zip(_XNLI)})
+    kwargs = {"url_prefix": server.base, "progress": False}
+    with holding(tmp_path / "dl" / source.download_folder):
+        other = threading.Thread(target=fetch, args=(source, tmp_path / "dl"), kwargs=kwargs)
+        other.start()
+        other.join(0.5)
+        assert other.is_alive() and not server.state.requests
+    other.join(30)
+    assert not other.is_alive() and len(server.state.requests) == 1
+
+
+def test_xnli_errors_name_member_and_line(tmp_path):
+    archive = tmp_path / "XNLI-1.0.zip"
+    orphan = {"dev": [("de", "Er kam.", "Er ging.", "9a")], "test": _XNLI["test"]}
+    archive.write_bytes(upstream.xnli_zip(orphan))
+    with pytest.raises(InputError, match=r"xnli\.dev\.tsv:2: pairID 9a has no English row"):
+        import_xnli(archive, tmp_path / "out", "bitext/de-en/xnli", "de")
+    archive.write_bytes(
+        upstream.xnli_zip({"dev": _XNLI["dev"], "test": [("de", "a\tb", "c", "3a")]})
+    )
+    with pytest.raises(InputError, match=r"xnli\.test\.tsv:2: expected 16 tab-separated columns"):
+        import_xnli(archive, tmp_path / "out", "bitext/de-en/xnli", "de")
+    archive.write_bytes(upstream.xnli_zip({"dev": _XNLI["dev"]}))
+    with pytest.raises(
+        InputError, match=r"XNLI-1\.0\.zip: expected one member matching .*test.*, found none"
+    ):
+        import_xnli(archive, tmp_path / "out", "bitext/de-en/xnli", "de")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.gz"))
+
+
+# XNLI 1.0 has 2,490 dev and 5,010 test pairs per language, three hypotheses to a premise:
+# 830 + 2,490 and 1,670 + 5,010 distinct pairs in the mirror's convention.
+_XNLI_SPLIT_PAIRS = {"xnli-dev": 3320, "xnli-test": 6680}
+
+
+@pytest.mark.parametrize("xx", [s.languages[0] for s in SOURCES.values() if s.format == "xnli-zip"])
+def test_xnli_mirror_follows_the_importer_conventions(shared_data, xx):
+    """The mirror's copy is what the importer writes less its documented decontamination
+    (13-14 pairs per language, SOURCES.md): aligned, no repeated pair, whitespace collapsed,
+    dev before test, each split short of its full count by a few pairs only."""
+    folder = shared_data / f"bitext/{xx}-en"
+    xs, en, origin = (_gz(folder / f"xnli.{side}.gz") for side in (xx, "en", "origin"))
+    assert len(xs) == len(en) == len(origin)
+    assert len(set(zip(xs, en))) == len(xs)
+    assert all(" ".join(s.split()) == s and s for s in xs + en)
+    assert origin == sorted(origin)  # xnli-dev lines first
+    removed = {split: n - origin.count(split) for split, n in _XNLI_SPLIT_PAIRS.items()}
+    assert all(k >= 0 for k in removed.values()) and sum(removed.values()) in (13, 14), removed

@@ -188,3 +188,29 @@ def bucc2018_split(
         sides[side] = (ids, sorted(((ids[i], texts[i]) for i in order), key=lambda r: r[0]))
     pairs = [(sides[lang][0][g], sides["en"][0][g]) for g in range(len(gold))]
     return bucc2018_tar(lang, split, {s: rows for s, (_, rows) in sides.items()}, sorted(pairs))
+
+
+XNLI_HEADER = (
+    "language gold_label sentence1_binary_parse sentence2_binary_parse sentence1_parse "
+    "sentence2_parse sentence1 sentence2 promptID pairID genre label1 label2 label3 label4 label5"
+).split()
+
+XnliRow = tuple[str, str, str, str]  # language, premise, hypothesis, pairID
+
+
+def xnli_zip(splits: dict[str, Sequence[XnliRow]]) -> bytes:
+    """``XNLI-1.0.zip``: ``XNLI-1.0/xnli.{dev,test}.tsv``, a header naming the 16 columns, then
+    one row per language and pair, the languages of a pair sharing ``pairID`` (the order and
+    columns Hugging Face's xnli loader reads with ``csv`` ``QUOTE_NONE``; ``sentence1`` the
+    premise, ``sentence2`` the hypothesis), plus the readme the zip carries."""
+    members = {"XNLI-1.0/README.md": b"XNLI 1.0\n"}
+    for split, rows in splits.items():
+        body = []
+        for lang, premise, hypothesis, pair_id in rows:
+            cols = dict.fromkeys(XNLI_HEADER, "")
+            cols.update(language=lang, gold_label="neutral", genre="fiction", label1="neutral")
+            cols.update(sentence1=premise, sentence2=hypothesis, pairID=pair_id)
+            cols["promptID"] = pair_id.rstrip("abc")
+            body.append("\t".join(cols[c] for c in XNLI_HEADER))
+        members[f"XNLI-1.0/xnli.{split}.tsv"] = lines("\t".join(XNLI_HEADER), *body)
+    return zip_bytes(members)

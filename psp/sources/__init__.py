@@ -34,6 +34,7 @@ from psp.sources.importers import (
     import_source,
     import_stsb,
     import_tatoeba,
+    import_xnli,
 )
 from psp.sources.registry import (
     BUCC_LANGUAGES,
@@ -74,6 +75,7 @@ __all__ = [
     "import_source",
     "import_stsb",
     "import_tatoeba",
+    "import_xnli",
     "resolve",
     "select",
     "sha256_file",

@@ -16,7 +16,13 @@ from tqdm import tqdm
 
 from psp.io import sha256_file, write_error
 from psp.sources.registry import Source, SourceError
-from psp.sources.verify import ContentError, DownloadLock, IncompleteContent, check_content
+from psp.sources.verify import (
+    ContentError,
+    DownloadLock,
+    IncompleteContent,
+    check_content,
+    holding,
+)
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +242,8 @@ def upstream_via(url: str, prefix: str | None) -> str:
 def fetch(
     source: Source, download_dir: str | os.PathLike, url_prefix: str | None = None, **kwargs
 ) -> list[Path]:
-    """Download every file of ``source`` into ``download_dir/{source.id}/``; returns the paths.
+    """Download every file of ``source`` into ``download_dir/{source.id}/`` (or its shared
+    :attr:`~psp.sources.registry.Source.download_folder`); returns the paths.
 
     With ``url_prefix``, each file comes from that HTTP mirror instead (:func:`upstream_via`),
     still saved under its upstream name and held to its upstream pin. Each file is checked
@@ -244,16 +251,19 @@ def fetch(
     (see :mod:`psp.sources.verify`); ``kwargs`` go to :func:`download`.
     """
     source.require_downloadable()
-    folder = Path(download_dir) / source.id
+    folder = Path(download_dir) / (source.download_folder or source.id)
     lock = DownloadLock(download_dir)
-    return [
-        download(
-            upstream_via(url, url_prefix),
-            folder / source.filename(url),
-            sha256=source.sha256_of(url),
-            lock=lock,
-            origin=url,
-            **kwargs,
-        )
-        for url in source.urls
-    ]
+    # Sources sharing a download_folder take turns on it: the second finds the first's file
+    # instead of writing to the same .part.
+    with holding(folder):
+        return [
+            download(
+                upstream_via(url, url_prefix),
+                folder / source.filename(url),
+                sha256=source.sha256_of(url),
+                lock=lock,
+                origin=url,
+                **kwargs,
+            )
+            for url in source.urls
+        ]

@@ -498,6 +498,84 @@ def _check_bucc_gold(
                 raise InputError(f"{where}: gold id {col} is in no sentence file of the split")
 
 
+# The columns of XNLI-1.0/xnli.{dev,test}.tsv the importer reads (its header names them all).
+_XNLI_COLUMNS = ("language", "sentence1", "sentence2", "pairID")
+
+
+def import_xnli(
+    zip_path: str | os.PathLike, out_root: str | os.PathLike, corpus_id: str, lang: str
+) -> list[Path]:
+    """XNLI 1.0 ``XNLI-1.0.zip`` -> ``{corpus_id}.{lang}.gz`` + ``{corpus_id}.en.gz``.
+
+    The zip holds every language in ``XNLI-1.0/xnli.{dev,test}.tsv`` (a header, then one row per
+    language and pair, rows of one pair sharing ``pairID``). The ``lang`` rows are joined with the
+    English row of the same ``pairID``; premise and hypothesis become separate pairs, and an
+    exact repeat of a pair is dropped (each premise comes with three hypotheses), keeping the
+    first, dev before test: the mirror's convention, before its decontamination.
+    """
+    zip_path = Path(zip_path)
+    seen: set[tuple[str, str]] = set()
+    outs = [Path(out_root) / f"{corpus_id}.{side}.gz" for side in (lang, "en")]
+    with (
+        _reading(zip_path),
+        zipfile.ZipFile(zip_path) as zf,
+        atomic_open(outs[0], "wt") as out_xx,
+        atomic_open(outs[1], "wt") as out_en,
+    ):
+        for split in ("dev", "test"):
+            member = _zip_member(zf, zip_path, rf"xnli\.{split}\.tsv")
+            for pair in _xnli_pairs(zf, f"{zip_path}!{member}", member, lang):
+                if pair not in seen:
+                    seen.add(pair)
+                    out_xx.write(pair[0] + "\n")
+                    out_en.write(pair[1] + "\n")
+    return outs
+
+
+def _xnli_pairs(
+    zf: zipfile.ZipFile, where: str, member: str, lang: str
+) -> Iterator[tuple[str, str]]:
+    """(``lang`` text, English text) for the premise, then the hypothesis, of each ``lang`` row
+    of one XNLI tsv, in file order; whitespace runs collapsed as in the mirror."""
+    rows = _xnli_rows(zf, where, member, (lang, "en"))
+    english = {pair_id: texts for pair_id, texts, _ in rows["en"]}
+    if not rows[lang]:
+        raise InputError(f"{where}: no rows of language {lang!r}")
+    for pair_id, texts, lineno in rows[lang]:
+        if pair_id not in english:
+            raise InputError(f"{where}:{lineno}: pairID {pair_id} has no English row")
+        for xx_text, en_text in zip(texts, english[pair_id], strict=True):
+            yield _collapse(xx_text), _collapse(en_text)
+
+
+def _xnli_rows(
+    zf: zipfile.ZipFile, where: str, member: str, langs: tuple[str, ...]
+) -> dict[str, list[tuple[str, tuple[str, str], int]]]:
+    """The rows of ``langs``: (pairID, (sentence1, sentence2), line number), in file order.
+
+    Read as Hugging Face's xnli loader reads the file (``csv`` with ``QUOTE_NONE``, tab
+    delimiter): a line is a row, tabs split it, quote characters are text.
+    """
+    rows: dict[str, list] = {lang: [] for lang in langs}
+    with zf.open(member) as stream:
+        lines = enumerate(_lines(stream), 1)
+        header = _decode(next(lines, (1, b""))[1], f"{where}:1").lstrip("\ufeff").split("\t")
+        missing = [c for c in _XNLI_COLUMNS if c not in header]
+        if missing:
+            raise InputError(f"{where}:1: header lacks column(s) {', '.join(missing)}")
+        lang_at, s1_at, s2_at, id_at = (header.index(c) for c in _XNLI_COLUMNS)
+        for lineno, raw in lines:
+            cols = _decode(raw, f"{where}:{lineno}").split("\t")
+            if len(cols) != len(header):
+                raise InputError(
+                    f"{where}:{lineno}: expected {len(header)} tab-separated columns, "
+                    f"found {len(cols)}"
+                )
+            if cols[lang_at] in rows:
+                rows[cols[lang_at]].append((cols[id_at], (cols[s1_at], cols[s2_at]), lineno))
+    return rows
+
+
 def import_source(
     source: Source,
     downloaded: str | os.PathLike | Sequence[str | os.PathLike],
@@ -537,6 +615,8 @@ def import_source(
         written = import_tatoeba(paths, out_root)
     elif fmt == "bucc2018-tar-bz2":
         written = import_bucc2018(paths, out_root, **opts)
+    elif fmt == "xnli-zip":
+        written = import_xnli(paths[0], out_root, source.id, source.languages[0])
     else:
         raise SourceError(f"{source.id}: no importer for format {fmt!r}")
     missing = [o for o in source.outputs if not (Path(out_root) / o).exists()]

@@ -117,12 +117,18 @@ class DownloadLock:
             json.dump(dict(sorted(entries.items())), out, indent=1)
             out.write("\n")
 
-    @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+    def _exclusive(self) -> contextlib.AbstractContextManager[None]:
+        return holding(self.path.parent)
+
+
+@contextlib.contextmanager
+def holding(folder: str | os.PathLike) -> Iterator[None]:
+    """An exclusive ``flock`` on ``folder`` itself (created if missing), held for the block:
+    processes that share the folder take turns."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
