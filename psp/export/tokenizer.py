@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from psp.io import InputError
-from psp.spm import format_characters
+from psp.spm import code_point_runs, deleted_characters
 
 __all__ = ["SpmSettings", "build_tokenizer", "read_spm_settings"]
 
@@ -76,13 +76,8 @@ def read_spm_settings(model: str | os.PathLike | bytes) -> SpmSettings:
 
 def _code_point_class(code_points: list[int]) -> str:
     """An Oniguruma character class matching exactly ``code_points`` (sorted), as ranges."""
-    ranges: list[list[int]] = []
-    for cp in code_points:
-        if ranges and cp == ranges[-1][1] + 1:
-            ranges[-1][1] = cp
-        else:
-            ranges.append([cp, cp])
-    parts = [f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges]
+    runs = code_point_runs(code_points)
+    parts = [f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in runs]
     return "[" + "".join(parts) + "]"
 
 
@@ -90,7 +85,7 @@ def _normalizer(settings: SpmSettings, lowercase: bool):
     from tokenizers import Regex, normalizers
 
     steps = [normalizers.Lowercase()] if lowercase else []
-    steps.append(normalizers.Replace(Regex(_code_point_class(format_characters())), ""))
+    steps.append(normalizers.Replace(Regex(_code_point_class(deleted_characters())), ""))
     if settings.normalizer.precompiled_charsmap:
         steps.append(normalizers.Precompiled(settings.normalizer.precompiled_charsmap))
     if settings.normalizer.remove_extra_whitespaces:
