@@ -117,17 +117,22 @@ def heldout_corpora(model: str, config: Mapping) -> list[str]:
 
 
 # Arabic-script marks that writers add or leave out at will: the short vowels, tanwin, shadda and
-# sukun (U+064B-U+065F), the dagger alef (U+0670), the Quranic annotation signs and the tatweel
-# (U+0640, a stretch of the baseline). Tatoeba's Arabic is vocalised on 28 % of its lines, the
-# UN text on 28 %, XNLI on 17 %, TICO-19 on 59 %, each word now with and now without them, so
-# kept they split one word into several spellings and their pieces.
-ARABIC_OPTIONAL_MARKS = [0x0640, *range(0x064B, 0x0660), 0x0670] + [
+# sukun (U+064B-U+0652, U+0656-U+065F), the dagger alef (U+0670), the Quranic annotation signs and
+# the tatweel (U+0640, a stretch of the baseline). Tatoeba's Arabic is vocalised on 28 % of its
+# lines, the UN text on 28 %, XNLI on 17 %, TICO-19 on 59 %, each word now with and now without
+# them, so kept they split one word into several spellings and their pieces. The combining madda
+# and hamza (U+0653-U+0655) stay: NFKC composes them into letters (alef + hamza is U+0623).
+ARABIC_OPTIONAL_MARKS = (
+    0x0640,
+    *range(0x064B, 0x0653),
+    *range(0x0656, 0x0660),
+    0x0670,
     *range(0x06D6, 0x06DD),
     *range(0x06DF, 0x06E5),
     0x06E7,
     0x06E8,
     *range(0x06EA, 0x06EE),
-]
+)
 
 
 @functools.cache

@@ -200,6 +200,6 @@ def test_format_characters_are_deleted_as_psp_deletes_them(tiny_model):
     from psp.pooling import load_table_model
 
     encoder = load_table_model(tiny_model).encoder
-    text = "The\u00ad Court\u200b said\ufeff  SOME\u200dthing \U000e0041 ok"
+    text = "The\u00ad Court\u200b said\ufeff  SOME\u200dthing \U000e0041 ok \u064e\u0640s"
     ids, _ = encoder.encode([text])
     assert tokenizer.encode(text, add_special_tokens=False).ids == ids.tolist()

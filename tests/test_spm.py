@@ -18,6 +18,7 @@ from psp.io import InputError
 from psp.spm import (
     REQUIRED_CHARS,
     PieceEncoder,
+    deleted_characters,
     heldout_corpora,
     iter_pair_lines,
     model_text,
@@ -279,6 +280,21 @@ def test_format_characters_change_nothing(tmp_path):
     enc = PieceEncoder(plain)
     assert split(*enc.encode(sprinkled)) == split(*enc.encode(sentences))
     assert model_text(["ǅ\u00ad"], lowercase=False) == ["ǅ"]
+
+
+def test_arabic_optional_marks_are_deleted():
+    """Vocalised, stretched and plain spellings of a word are one text; other marks stay."""
+    plain = "كتب الولد الدرس"
+    vocalised = "كَتَبَ الوَلَدُ الدَّرْسَ"
+    stretched = "كتـــب الولد الدرس"
+    assert model_text([vocalised, stretched, plain]) == [plain] * 3
+    # Marks of other scripts are letters of their words: the Spanish accent and the Hindi vowel
+    # signs are kept, so is the Arabic hamza (a letter, not an optional mark).
+    kept = ["canción", "हिन्दी", "سأل"]
+    assert model_text(kept) == kept
+    assert {0x0640, 0x064E, 0x0651, 0x0670} <= set(deleted_characters())
+    # The combining hamza is kept: NFKC makes alef + hamza the letter U+0623.
+    assert not {0x0623, 0x0653, 0x0654, 0x0655} & set(deleted_characters())
 
 
 def test_unknown_stats_counts_what_encode_drops(tiny_model, tmp_path):
