@@ -234,6 +234,42 @@ def get_bucc_inputs(wildcards):
     }
 
 
+def selection_bucc(model):
+    """The `bucc` entry whose dev gold picks a model's best epoch (its own pair's, else the first
+    naming the model), or None: such a model is selected on dev retrieval, others on STS-B.
+    """
+    pairs = [pair for pair, spec in BUCC_PAIRS.items() if spec["model"] == model]
+    return model if model in pairs else next(iter(pairs), None)
+
+
+def get_train_inputs(wildcards):
+    inputs = {
+        "h5": f"results/hdf5/{wildcards.model}.h5",
+        "spm": f"results/spm/{wildcards.model}.model",
+        "dev": data_files("sts/stsb"),
+    }
+    pair = selection_bucc(wildcards.model)
+    if pair is not None:
+        refs = wc.bucc_refs(BUCC_PAIRS[pair])
+        inputs["bitext_dev"] = [
+            str(p) for p in wc.refs_files(DATA_ROOT, refs, pair.split("-"))
+        ]
+    return inputs
+
+
+def train_job(model, train):
+    """A training job's settings: the `train` keys and, for a model selected on dev retrieval,
+    its BUCC-style task (`selection_bucc`)."""
+    pair = selection_bucc(model)
+    if pair is None:
+        return {"train": train, "bitext_dev": None}
+    spec = BUCC_PAIRS[pair]
+    return {
+        "train": train,
+        "bitext_dev": {"data": wc.bucc_data(spec, pair), "refs": wc.bucc_refs(spec)},
+    }
+
+
 def get_bucc_params(wildcards):
     spec = BUCC_PAIRS[wildcards.bucc]
     mine = MINE_PAIRS.get(wildcards.bucc, {})

@@ -15,7 +15,9 @@ use rule train_model as train_compare_losses with:
     benchmark:
         "results/benchmarks/train_compare_losses/{model}.tsv"
     params:
-        train=lambda wildcards: get_compare_train(wildcards.model),
+        job=lambda wildcards: train_job(
+            wildcards.model, get_compare_train(wildcards.model)
+        ),
 
 
 use rule evaluate_model as evaluate_compare_losses with:

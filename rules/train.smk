@@ -11,9 +11,7 @@
 
 rule train_model:
     input:
-        h5="results/hdf5/{model}.h5",
-        spm="results/spm/{model}.model",
-        dev=lambda wildcards: data_files("sts/stsb"),
+        unpack(get_train_inputs),
     output:
         **model_files("results/models/{model}"),
         log_tsv="results/train/{model}/train_log.tsv",
@@ -33,7 +31,9 @@ rule train_model:
     resources:
         mem_mb=4000,
     params:
-        train=lambda wildcards: MODELS[wildcards.model].get("train", {}),
+        job=lambda wildcards: train_job(
+            wildcards.model, MODELS[wildcards.model].get("train", {})
+        ),
     script:
         "../workflow_scripts/train_model.py"
 

@@ -354,6 +354,26 @@ def test_evaluators_declare_the_direction_of_their_primary_metric(tmp_path):
     assert {tatoeba.primary_metric} <= tatoeba(TrigramEmbedder()).keys()
 
 
+def test_selecting_evaluator_logs_all_and_decides_by_the_first(tmp_path):
+    """A bitext model is selected on dev retrieval error (lower wins) with STS-B dev logged."""
+    from psp.evaluate.base import SelectingEvaluator
+    from psp.train.selection import improves, primary_score
+
+    root = make_mirror(tmp_path / "mirror")
+    stsb = StsbEvaluator.from_dir(root, splits=("dev",))
+    pairs, _ = tatoeba_case(20, np.arange(20))
+    retrieval = TatoebaEvaluator(pairs, name="bitext_dev")
+    both = SelectingEvaluator(retrieval, stsb)
+    assert (both.primary_metric, both.greater_is_better) == ("bitext_dev_avg_error", False)
+    embedder = TrigramEmbedder()
+    metrics = both(embedder)
+    assert primary_score(both, metrics) == metrics["bitext_dev_avg_error"]
+    assert list(metrics)[: len(retrieval(embedder))] == list(retrieval(embedder))
+    assert metrics.keys() == retrieval(embedder).keys() | stsb(embedder).keys()
+    assert improves(10.0, 25.0, both.greater_is_better)
+    assert not improves(30.0, 25.0, both.greater_is_better)
+
+
 # --- peers and CLI -----------------------------------------------------------------------
 
 

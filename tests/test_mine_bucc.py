@@ -14,6 +14,7 @@ from psp.mine.bucc import (
     BuccData,
     best_threshold,
     build_bucc_task,
+    dev_gold_pairs,
     evaluate_at,
     load_tasks,
     mining_threshold,
@@ -133,6 +134,34 @@ def test_auto_threshold_names_a_bucc_file_without_a_dev_threshold(tmp_path):
     bucc.write_text(json.dumps({"margin": "ratio", "retrieval": "max", "k": 4, "test": {}}))
     with pytest.raises(InputError, match="bucc.json: no dev threshold"):
         mining_threshold("auto", MineConfig(), bucc)
+
+
+def test_dev_gold_pairs_are_the_dev_tasks_gold(shared_data):
+    """What a bitext model is selected on: the dev task's gold pairs, never the test task's."""
+    data = BuccData(
+        dev_gold="bitext/de-en/ntrex128",
+        test_gold="bitext/de-en/ntrex128",
+        src_lang="de",
+        src_distractors=("bitext/de-en/wmt-newstest.de.gz",),
+        n_distractors=100,
+    )
+    src, tgt = dev_gold_pairs(shared_data, data)
+    tasks = load_tasks(shared_data, data)
+    as_pairs = {split: {(s[i], t[j]) for i, j in gold} for split, (s, t, gold) in tasks.items()}
+    assert set(zip(src, tgt, strict=True)) == as_pairs["dev"]
+    assert len(src) == len(as_pairs["dev"]) and not as_pairs["dev"] & as_pairs["test"]
+    # a pair with its own dev corpus takes all of it (TICO-19: every line a distinct pair)
+    es = BuccData(n_distractors=100)
+    src, tgt = dev_gold_pairs(shared_data, es)
+    corpus = list(
+        zip(
+            read_lines(shared_data / "bitext/es-en/tico19-test.es.gz"),
+            read_lines(shared_data / "bitext/es-en/tico19-test.en.gz"),
+            strict=True,
+        )
+    )
+    assert set(zip(src, tgt, strict=True)) <= set(corpus)
+    assert len(src) > 0.95 * len(corpus)
 
 
 def _bucc2018(root, shared_data, lang: str = "de", n_gold: int = 150, n_extra: int = 600):

@@ -102,3 +102,23 @@ class Evaluator:
     def __call__(self, model: EmbedderOrMap) -> dict[str, float]:
         """Evaluate ``model``: the flat metrics of :meth:`compute`'s rows."""
         return self.metrics(self.compute(model))
+
+
+class SelectingEvaluator:
+    """Several evaluators run after each epoch; the first one's primary metric decides.
+
+    Training logs every metric (each becomes a learning-curve column) but selects the best
+    epoch on one: a bitext model on retrieval of its held-out dev bitext, the task it is mined
+    with, while its STS-B dev score is still logged beside it.
+    """
+
+    def __init__(self, deciding: Evaluator, *others: Evaluator):
+        self.evaluators = (deciding, *others)
+        self.primary_metric = deciding.primary_metric
+        self.greater_is_better = deciding.greater_is_better
+
+    def __call__(self, model: EmbedderOrMap) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        for evaluator in self.evaluators:
+            metrics.update(evaluator(model))
+        return metrics

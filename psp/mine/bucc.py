@@ -280,6 +280,18 @@ def load_tasks(
     }
 
 
+def dev_gold_pairs(data_root: str | os.PathLike, data: BuccData) -> tuple[list[str], list[str]]:
+    """The gold translation pairs of the dev task, exactly as :func:`load_tasks` builds it:
+    held-out bitext a model's training may be tuned on (best-epoch selection) without touching
+    the test task's gold."""
+    if data.dev_gold.startswith(BUCC2018_PREFIX):
+        src, tgt, gold = load_bucc2018_task(data_root, data.dev_gold, data.src_lang, data.tgt_lang)
+    else:
+        src, tgt, gold = load_tasks(data_root, data)["dev"]
+    pairs = sorted(gold)
+    return [src[i] for i, _ in pairs], [tgt[j] for _, j in pairs]
+
+
 def _split_gold(
     src: list[str], tgt: list[str], rng: np.random.Generator
 ) -> dict[str, tuple[list[str], list[str]]]:

@@ -97,6 +97,11 @@ def test_models_load_and_embed(finished_run):
     assert emb.shape == (2, 48) and emb.dtype.name == "float32"
     log = (finished_run / "results/train/es-en/train_log.tsv").read_text()
     assert log.startswith("event\tstep")
+    # es-en has a BUCC-style task: selected on its dev gold's retrieval, STS-B dev beside it
+    header = log.splitlines()[0].split("\t")
+    assert {"bitext_dev_spa_error", "stsb_dev_spearman"} <= set(header)
+    config = json.loads((finished_run / "results/models/es-en/config.json").read_text())
+    assert "bitext_dev_avg_error" in json.dumps(config)
     assert (finished_run / "results/train/es-en/learning_curve.png").stat().st_size > 0
 
 
