@@ -264,11 +264,8 @@ def write_pairs(
         raise ValueError("chunk_pairs and bucket_pairs must be >= 1")
     started = time.perf_counter()
     encoder = PieceEncoder(spm_model, max_pieces=max_pieces)
-    n_pairs = sum(1 for _ in iter_raw_lines(pairs_tsv_gz))
-    if n_pairs == 0:
-        raise InputError(f"{pairs_tsv_gz}: no pairs")
+    n_pairs = _count_pairs(pairs_tsv_gz)
     sizes = _bucket_sizes(n_pairs, bucket_pairs)
-    log.info("%s: %d pairs → %d shuffle buckets", pairs_tsv_gz, n_pairs, len(sizes))
     attrs = _root_attrs(
         encoder,
         n_pairs=n_pairs,
@@ -280,24 +277,19 @@ def write_pairs(
         compression=compression,
     )
     chunks = _iter_encoded_chunks(pairs_tsv_gz, encoder, chunk_pairs, num_threads)
-    totals = _shuffle_into(
-        out_h5,
-        chunks,
-        sizes=sizes,
-        rng=np.random.default_rng(seed),
-        source=pairs_tsv_gz,
-        attrs=attrs,
-        compression=compression,
-    )
-    stats = {
-        "n_pairs": n_pairs,
-        "src_pieces": totals[0],
-        "tgt_pieces": totals[1],
-        "buckets": len(sizes),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    totals = _shuffle_into(out_h5, chunks, sizes=sizes, attrs=attrs)
+    stats = {"n_pairs": n_pairs, "src_pieces": totals[0], "tgt_pieces": totals[1]}
+    stats |= {"buckets": len(sizes), "seconds": round(time.perf_counter() - started, 3)}
     log.info("wrote %s: %s", out_h5, stats)
     return stats
+
+
+def _count_pairs(pairs_tsv_gz: Path) -> int:
+    """The number of lines, read once before encoding so that the buckets can be sized."""
+    n_pairs = sum(1 for _ in iter_raw_lines(pairs_tsv_gz))
+    if n_pairs == 0:
+        raise InputError(f"{pairs_tsv_gz}: no pairs")
+    return n_pairs
 
 
 def _root_attrs(
@@ -332,20 +324,19 @@ def _root_attrs(
 
 
 def _shuffle_into(
-    out_h5: Path,
-    chunks: Iterator[tuple[Ragged, Ragged]],
-    *,
-    sizes: np.ndarray,
-    rng: np.random.Generator,
-    source: Path,
-    attrs: dict,
-    compression: str | None,
+    out_h5: Path, chunks: Iterator[tuple[Ragged, Ragged]], *, sizes: np.ndarray, attrs: dict
 ) -> tuple[int, int]:
     """Both passes of the shuffle (module docstring), written atomically to ``out_h5``.
 
-    The bucket files live in a scratch folder beside ``out_h5``, so they share its disk and go
-    away with it on failure. Returns the number of piece ids per side.
+    The passes follow the settings ``attrs`` records (its ``seed``, ``source`` and
+    ``compression``), so the file says exactly how it was made. The bucket files live in a
+    scratch folder beside ``out_h5``, on its disk, and go with it on failure. Returns the
+    number of piece ids per side.
     """
+    source = Path(attrs["source"])
+    log.info("%s: %d pairs → %d shuffle buckets", source, attrs["n_pairs"], len(sizes))
+    compression = None if attrs["compression"] == "none" else attrs["compression"]
+    rng = np.random.default_rng(attrs["seed"])
     with (
         atomic_path(out_h5) as tmp_h5,
         scratch_dir(out_h5) as tmp_dir,
@@ -354,7 +345,7 @@ def _shuffle_into(
         totals = _scatter(chunks, sizes=sizes, buckets=buckets, rng=rng, source=source)
         with h5py.File(tmp_h5, "w") as h5:
             datasets = _create_datasets(
-                h5, n_pairs=int(sizes.sum()), totals=totals, compression=compression
+                h5, n_pairs=attrs["n_pairs"], totals=totals, compression=compression
             )
             _gather(buckets, datasets=datasets, rng=rng)
             h5.attrs.update(attrs | {"created": datetime.now(UTC).isoformat(timespec="seconds")})
