@@ -22,9 +22,15 @@ def tiny_config(mirror) -> dict:
     config["models"] = {name: config["models"][name] for name in ("en", "es-en")}
     for section in ("mining", "bucc"):
         config[section] = {"es-en": config[section]["es-en"]}
-    for spec in config["models"].values():
-        spec["spm"] = {"vocab_size": 600}
-        spec["train"] = {"dim": 48, "epochs": 2, "batch_size": 32, "megabatch_size": 4, "anneal": 5}
+    for entry in config["models"].values():
+        entry["spm"] = {"vocab_size": 600}
+        entry["train"] = {
+            "dim": 48,
+            "epochs": 2,
+            "batch_size": 32,
+            "megabatch_size": 4,
+            "anneal": 5,
+        }
     config["evaluation"] = {
         "sts": True,
         "sts17": ["es-es", "es-en", "en-en"],

@@ -101,9 +101,15 @@ def world_config(prefix: str, bucc: dict[str, bytes]) -> dict:
     config = yaml.safe_load((REPO / "configs/paper.yaml").read_text())
     assert config["mirror"] is None
     config["models"] = {name: config["models"][name] for name in ("en", "de-en")}
-    for spec in config["models"].values():
-        spec["spm"] = {"vocab_size": 600}
-        spec["train"] = {"dim": 48, "epochs": 2, "batch_size": 32, "megabatch_size": 4, "anneal": 5}
+    for entry in config["models"].values():
+        entry["spm"] = {"vocab_size": 600}
+        entry["train"] = {
+            "dim": 48,
+            "epochs": 2,
+            "batch_size": 32,
+            "megabatch_size": 4,
+            "anneal": 5,
+        }
     config["mining"] = {"de-en": {**config["mining"]["de-en"], "shards": 1}}
     config["bucc"] = {"de-en": config["bucc"]["de-en"]}
     config["speed"] = {"sentences": 500, "news": ["bitext/de-en/GlobalVoices.en"]}
