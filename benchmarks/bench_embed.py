@@ -128,7 +128,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.previous:
-        previous_command(*args.previous, batch_size=args.batch_size)
+        command, model_dir, input_path, output = args.previous
+        previous_command(
+            command, model_dir, input_path=input_path, output=output, batch_size=args.batch_size
+        )
         return
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -199,7 +202,7 @@ def run(model: PSPModel, sentences: list[str], args: argparse.Namespace) -> floa
 
 
 def previous_command(
-    command: str, model_dir: str, input_path: str, output: str, *, batch_size: int
+    command: str, model_dir: str, *, input_path: str, output: str, batch_size: int
 ):
     """``psp embed`` / ``psp score`` before they dropped torch, with ``--threads 1``: the model
     loaded by ``psp.load`` and pooled by torch's ``embedding_bag`` (the library pools with

@@ -128,7 +128,7 @@ def knn_shard_pair(
         )
         fwd, bwd = knn_both_directions(src, tgt, k, block_size)
     log.info("kNN done in %.1f s", time.perf_counter() - t0)
-    _write_part(out_npz, fwd, bwd, entries, shards=(src_shard, tgt_shard), k=k)
+    _write_part(out_npz, fwd, bwd, entries=entries, shards=(src_shard, tgt_shard), k=k)
     return Path(out_npz)
 
 
@@ -154,7 +154,7 @@ def _rows_of(lists: np.ndarray, shard) -> np.ndarray:
     return lists
 
 
-def _write_part(out_npz, fwd: KNN, bwd: KNN, entries: tuple, *, shards: tuple, k: int) -> None:
+def _write_part(out_npz, fwd: KNN, bwd: KNN, *, entries: tuple, shards: tuple, k: int) -> None:
     src_entry, tgt_entry = entries
     meta = {
         "src_shard": shards[0],
