@@ -128,7 +128,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.previous:
-        previous_command(*args.previous, batch_size=args.batch_size)
+        command, model_dir, input_path, output = args.previous
+        previous_command(
+            command, model_dir, input_path=input_path, output=output, batch_size=args.batch_size
+        )
         return
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -199,7 +202,7 @@ def run(model: PSPModel, sentences: list[str], args: argparse.Namespace) -> floa
 
 
 def previous_command(
-    command: str, model_dir: str, input_path: str, output: str, *, batch_size: int
+    command: str, model_dir: str, *, input_path: str, output: str, batch_size: int
 ):
     """``psp embed`` / ``psp score`` before they dropped torch, with ``--threads 1``: the model
     loaded by ``psp.load`` and pooled by torch's ``embedding_bag`` (the library pools with
@@ -261,6 +264,30 @@ def run_process(cmd: list[str], tmp: Path) -> tuple[float, float, float]:
     return float(wall), float(cpu), int(rss_kib) / 1024
 
 
+def write_inputs(news: list[str], n: int, tmp: Path) -> tuple[Path, Path]:
+    """``n`` news lines (cycled) for ``embed``, and the same lines paired up for ``score``."""
+    text = tmp / f"news{n}.txt"
+    text.write_text("\n".join(itertools.islice(itertools.cycle(news), n)) + "\n")
+    pairs = tmp / f"pairs{n // 2}.tsv"
+    sentences = iter(text.read_text().splitlines())
+    pairs.write_text("".join(f"{a}\t{b}\n" for a, b in zip(sentences, sentences)))
+    return text, pairs
+
+
+def best_of(
+    runs: list[tuple[str, str, int, list[str]]], *, repeats: int, tmp: Path
+) -> dict[tuple[str, str], list[float]]:
+    """Each run's best wall, CPU and peak RSS over ``repeats`` rounds; the runs alternate within
+    a round, so a load that comes and goes hits them alike."""
+    best: dict[tuple[str, str], list[float]] = {}
+    for _ in range(repeats):
+        for command, version, _count, cmd in runs:
+            figures = run_process(cmd, tmp)
+            kept = best.setdefault((command, version), list(figures))
+            kept[:] = [min(a, b) for a, b in zip(kept, figures, strict=True)]
+    return best
+
+
 def whole_process(
     model_dir: Path,
     news: list[str],
@@ -275,11 +302,7 @@ def whole_process(
         f"(load average {os.getloadavg()[0]:.2f}):"
     )
     for n in sizes:
-        text = tmp / f"news{n}.txt"
-        text.write_text("\n".join(itertools.islice(itertools.cycle(news), n)) + "\n")
-        pairs = tmp / f"pairs{n // 2}.tsv"
-        sentences = iter(text.read_text().splitlines())
-        pairs.write_text("".join(f"{a}\t{b}\n" for a, b in zip(sentences, sentences)))
+        text, pairs = write_inputs(news, n, tmp)
         npy, tsv = tmp / "out.npy", tmp / "out.tsv"
         new = ["--model", str(model_dir), "--threads", "1"]
         embed_io = ["--input", str(text), "--output", str(npy)]
@@ -296,12 +319,7 @@ def whole_process(
             ),
             ("score", "new", n // 2, [*CLI, "score", *new, *score_io]),
         ]
-        best: dict[tuple[str, str], list[float]] = {}
-        for _ in range(repeats):
-            for command, version, _count, cmd in runs:
-                figures = run_process(cmd, tmp)
-                kept = best.setdefault((command, version), list(figures))
-                kept[:] = [min(a, b) for a, b in zip(kept, figures, strict=True)]
+        best = best_of(runs, repeats=repeats, tmp=tmp)
         rates = {}
         for command, version, count, _cmd in runs:
             wall, cpu, rss = best[command, version]

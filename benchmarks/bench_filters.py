@@ -163,7 +163,7 @@ def russian_filter_figures() -> None:
 def timed_filter(pairs, cfg, workers: int, out: Path) -> tuple[float, float, dict, bytes]:
     """Wall seconds, CPU seconds (all processes), stats and output bytes of one run."""
     start, start_cpu = time.perf_counter(), cpu_seconds()
-    stats = filter_pairs(pairs, cfg, out, out.with_suffix(".json"), workers=workers)
+    stats = filter_pairs(pairs, cfg, out, stats_path=out.with_suffix(".json"), workers=workers)
     seconds, cpu = time.perf_counter() - start, cpu_seconds() - start_cpu
     with gzip.open(out, "rb") as handle:
         return seconds, cpu, stats, handle.read()

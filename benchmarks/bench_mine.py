@@ -32,7 +32,7 @@ def peak_rss_mib() -> float:
 
 
 def write_unit_rows(
-    path: Path, n: int, dim: int, *, seed: int, planted: dict[int, np.ndarray] | None = None
+    path: Path, *, n: int, dim: int, seed: int, planted: dict[int, np.ndarray] | None = None
 ):
     """Write n random unit rows block by block; ``planted`` maps row -> vector to put there."""
     rng = np.random.default_rng(seed)
@@ -48,19 +48,19 @@ def write_unit_rows(
             out.write(block.tobytes())
 
 
-def make_data(out_dir: Path, n: int, dim: int, *, n_planted: int, seed: int = 0) -> dict:
+def make_data(out_dir: Path, *, n: int, dim: int, n_planted: int, seed: int = 0) -> dict:
     """``src.npy``, ``tgt.npy`` and the planted (src, tgt) pairs."""
     from psp.mine.shards import EmbeddingShard
 
     rng = np.random.default_rng(seed)
-    write_unit_rows(out_dir / "src.npy", n, dim, seed=seed + 1)
+    write_unit_rows(out_dir / "src.npy", n=n, dim=dim, seed=seed + 1)
     src_ids = np.sort(rng.choice(n, n_planted, replace=False))
     tgt_ids = rng.choice(n, n_planted, replace=False)
     src_rows = EmbeddingShard(out_dir / "src.npy").take(src_ids)
     noise = rng.standard_normal(src_rows.shape, dtype=np.float32)
     noise *= 0.5 / np.linalg.norm(noise, axis=1, keepdims=True)
     planted = dict(zip(tgt_ids.tolist(), src_rows + noise, strict=True))
-    write_unit_rows(out_dir / "tgt.npy", n, dim, seed=seed + 2, planted=planted)
+    write_unit_rows(out_dir / "tgt.npy", n=n, dim=dim, seed=seed + 2, planted=planted)
     pairs = sorted(zip(src_ids.tolist(), tgt_ids.tolist(), strict=True))
     (out_dir / "planted.json").write_text(json.dumps(pairs))
     return {"n": n, "dim": dim, "planted": n_planted}
@@ -144,7 +144,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-mine-") as tmp:
         small = Path(tmp)
         t0 = time.perf_counter()
-        make_data(small, args.n_small, args.dim, n_planted=max(1, args.n_small // 100))
+        make_data(small, n=args.n_small, dim=args.dim, n_planted=max(1, args.n_small // 100))
         print(
             f"data {args.n_small:,} x {args.n_small:,}, dim {args.dim}: {time.perf_counter() - t0:.1f} s"
         )

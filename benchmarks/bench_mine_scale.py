@@ -218,8 +218,8 @@ def job_score_mined(out: Path, args, n_shards: int, nprobe: int):
     write_mined(
         out / "src.txt.gz",
         out / "tgt.txt.gz",
-        fwd,
-        bwd,
+        fwd=fwd,
+        bwd=bwd,
         cfg=cfg,
         out_tsv_gz=out / f"mined.{nprobe}.tsv.gz",
         stats_json=out / f"mined.{nprobe}.stats.json",

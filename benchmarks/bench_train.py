@@ -201,7 +201,7 @@ def optimizer_step_ms(
     return 1000 * (time.process_time() - start) / reps
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--data",
@@ -216,8 +216,65 @@ def main() -> None:
         default=list(RUNS),
         help=f"comma-separated runs among {','.join(RUNS)} (default: all)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def bench_run(
+    key: str, *, args: argparse.Namespace, tmp: Path, h5: Path, spm: Path, n: int
+) -> dict[str, float]:
+    """Train one ``--runs`` entry, print its two lines and return its steady-state rates."""
+    name, order, keys = RUNS[key]
+    cfg = TrainConfig(
+        epochs=args.epochs,
+        anneal=1,
+        threads=args.threads,
+        log_every=10,
+        checkpoint_every=10**9,
+        **keys,
+    )
+    clock = StepClock()
+    start, load = time.perf_counter(), os.getloadavg()[0]
+    with order():
+        out = train(
+            cfg,
+            h5,
+            spm,
+            model_dir=tmp / name / "model",
+            work_dir=tmp / name / "work",
+            on_step=clock,
+        )
+    wall = time.perf_counter() - start
+    rate = clock.steady_state(tmp / name / "work", n, cfg.megabatch_size, cfg.batch_size)
+    sts = stsb_spearman(out, args.data)
+    print(
+        f"{name:>18}: {rate['pairs_per_wall_s']:6.0f} pairs/s, "
+        f"{rate['pairs_per_cpu_s']:6.0f} pairs/CPU-s at mega-batch 100 | "
+        f"{wall:4.0f}s for {args.epochs} epochs, load avg {load:.1f}->"
+        f"{os.getloadavg()[0]:.1f} | STS-B Spearman dev {sts['dev']:.1f} "
+        f"test {sts['test']:.1f}"
+    )
+    between = "read+embed+mine" if cfg.loss == "margin" else "read"
+    print(
+        f"{'':>18}  per mega-batch: {between} {rate['mine_wall_s']:.2f}s wall "
+        f"({rate['mine_cpu_s']:.2f} CPU-s), 100 steps {rate['steps_wall_s']:.2f}s wall "
+        f"({rate['steps_cpu_s']:.2f} CPU-s)"
+    )
+    return rate
+
+
+def print_ratios(results: dict[str, dict[str, float]]) -> None:
+    """The :data:`RATIOS` lines of the runs that took place."""
+    for label, top, base in RATIOS:
+        if top not in results or base not in results:
+            continue
+        wall, cpu = (
+            results[top][k] / results[base][k] for k in ("pairs_per_wall_s", "pairs_per_cpu_s")
+        )
+        print(f"{label}: {wall:.2f}x wall, {cpu:.2f}x per CPU-second")
+
+
+def main() -> None:
+    args = parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_train.") as tmp:
         tmp = Path(tmp)
         t0 = time.perf_counter()
@@ -225,50 +282,8 @@ def main() -> None:
         print(f"data: {n} pairs, spm 8k, prepared in {time.perf_counter() - t0:.0f}s")
         results = {}
         for key in args.runs:
-            name, order, keys = RUNS[key]
-            cfg = TrainConfig(
-                epochs=args.epochs,
-                anneal=1,
-                threads=args.threads,
-                log_every=10,
-                checkpoint_every=10**9,
-                **keys,
-            )
-            clock = StepClock()
-            start, load = time.perf_counter(), os.getloadavg()[0]
-            with order():
-                out = train(
-                    cfg,
-                    h5,
-                    spm,
-                    model_dir=tmp / name / "model",
-                    work_dir=tmp / name / "work",
-                    on_step=clock,
-                )
-            wall = time.perf_counter() - start
-            rate = clock.steady_state(tmp / name / "work", n, cfg.megabatch_size, cfg.batch_size)
-            sts = stsb_spearman(out, args.data)
-            results[name] = rate
-            print(
-                f"{name:>18}: {rate['pairs_per_wall_s']:6.0f} pairs/s, "
-                f"{rate['pairs_per_cpu_s']:6.0f} pairs/CPU-s at mega-batch 100 | "
-                f"{wall:4.0f}s for {args.epochs} epochs, load avg {load:.1f}->"
-                f"{os.getloadavg()[0]:.1f} | STS-B Spearman dev {sts['dev']:.1f} "
-                f"test {sts['test']:.1f}"
-            )
-            between = "read+embed+mine" if cfg.loss == "margin" else "read"
-            print(
-                f"{'':>18}  per mega-batch: {between} {rate['mine_wall_s']:.2f}s wall "
-                f"({rate['mine_cpu_s']:.2f} CPU-s), 100 steps {rate['steps_wall_s']:.2f}s wall "
-                f"({rate['steps_cpu_s']:.2f} CPU-s)"
-            )
-        for label, top, base in RATIOS:
-            if top not in results or base not in results:
-                continue
-            wall, cpu = (
-                results[top][k] / results[base][k] for k in ("pairs_per_wall_s", "pairs_per_cpu_s")
-            )
-            print(f"{label}: {wall:.2f}x wall, {cpu:.2f}x per CPU-second")
+            results[RUNS[key][0]] = bench_run(key, args=args, tmp=tmp, h5=h5, spm=spm, n=n)
+        print_ratios(results)
         print(
             f"(torch {torch.__version__}, {args.threads} threads, dim 1024, batch 128, "
             "mega-batch 100, vocab 8k, grad_clip 5)"

@@ -264,48 +264,92 @@ def write_pairs(
         raise ValueError("chunk_pairs and bucket_pairs must be >= 1")
     started = time.perf_counter()
     encoder = PieceEncoder(spm_model, max_pieces=max_pieces)
+    n_pairs = _count_pairs(pairs_tsv_gz)
+    sizes = _bucket_sizes(n_pairs, bucket_pairs)
+    attrs = _root_attrs(
+        encoder,
+        n_pairs=n_pairs,
+        languages=languages,
+        seed=seed,
+        source=pairs_tsv_gz,
+        chunk_pairs=chunk_pairs,
+        bucket_pairs=bucket_pairs,
+        compression=compression,
+    )
+    chunks = _iter_encoded_chunks(pairs_tsv_gz, encoder, chunk_pairs, num_threads)
+    totals = _shuffle_into(out_h5, chunks, sizes=sizes, attrs=attrs)
+    stats = {"n_pairs": n_pairs, "src_pieces": totals[0], "tgt_pieces": totals[1]}
+    stats |= {"buckets": len(sizes), "seconds": round(time.perf_counter() - started, 3)}
+    log.info("wrote %s: %s", out_h5, stats)
+    return stats
+
+
+def _count_pairs(pairs_tsv_gz: Path) -> int:
+    """The number of lines, read once before encoding so that the buckets can be sized."""
     n_pairs = sum(1 for _ in iter_raw_lines(pairs_tsv_gz))
     if n_pairs == 0:
         raise InputError(f"{pairs_tsv_gz}: no pairs")
-    sizes = _bucket_sizes(n_pairs, bucket_pairs)
-    rng = np.random.default_rng(seed)
-    log.info("%s: %d pairs → %d shuffle buckets", pairs_tsv_gz, n_pairs, len(sizes))
+    return n_pairs
 
+
+def _root_attrs(
+    encoder: PieceEncoder,
+    *,
+    n_pairs: int,
+    languages: tuple[str, str],
+    seed: int,
+    source: Path,
+    chunk_pairs: int,
+    bucket_pairs: int,
+    compression: str | None,
+) -> dict:
+    """The file's attributes in layout order: what :class:`PairReader` checks, then what made it.
+
+    ``created`` is a placeholder here; :func:`_shuffle_into` stamps it when the file is complete.
+    """
+    return {
+        "layout_version": LAYOUT_VERSION,
+        "n_pairs": n_pairs,
+        "languages": list(languages),
+        "spm_sha256": encoder.sha256,
+        "vocab_size": encoder.vocab_size,
+        "seed": seed,
+        "source": str(source),
+        "created": None,
+        "max_pieces": encoder.max_pieces or 0,
+        "chunk_pairs": chunk_pairs,
+        "bucket_pairs": bucket_pairs,
+        "compression": compression or "none",
+    }
+
+
+def _shuffle_into(
+    out_h5: Path, chunks: Iterator[tuple[Ragged, Ragged]], *, sizes: np.ndarray, attrs: dict
+) -> tuple[int, int]:
+    """Both passes of the shuffle (module docstring), written atomically to ``out_h5``.
+
+    The passes follow the settings ``attrs`` records (its ``seed``, ``source`` and
+    ``compression``), so the file says exactly how it was made. The bucket files live in a
+    scratch folder beside ``out_h5``, on its disk, and go with it on failure. Returns the
+    number of piece ids per side.
+    """
+    source = Path(attrs["source"])
+    log.info("%s: %d pairs → %d shuffle buckets", source, attrs["n_pairs"], len(sizes))
+    compression = None if attrs["compression"] == "none" else attrs["compression"]
+    rng = np.random.default_rng(attrs["seed"])
     with (
         atomic_path(out_h5) as tmp_h5,
         scratch_dir(out_h5) as tmp_dir,
     ):
         buckets = [tmp_dir / f"bucket{b:06d}.bin" for b in range(len(sizes))]
-        chunks = _iter_encoded_chunks(pairs_tsv_gz, encoder, chunk_pairs, num_threads)
-        totals = _scatter(chunks, sizes=sizes, buckets=buckets, rng=rng, source=pairs_tsv_gz)
+        totals = _scatter(chunks, sizes=sizes, buckets=buckets, rng=rng, source=source)
         with h5py.File(tmp_h5, "w") as h5:
-            datasets = _create_datasets(h5, n_pairs=n_pairs, totals=totals, compression=compression)
-            _gather(buckets, datasets=datasets, rng=rng)
-            h5.attrs.update(
-                {
-                    "layout_version": LAYOUT_VERSION,
-                    "n_pairs": n_pairs,
-                    "languages": list(languages),
-                    "spm_sha256": encoder.sha256,
-                    "vocab_size": encoder.vocab_size,
-                    "seed": seed,
-                    "source": str(pairs_tsv_gz),
-                    "created": datetime.now(UTC).isoformat(timespec="seconds"),
-                    "max_pieces": max_pieces or 0,
-                    "chunk_pairs": chunk_pairs,
-                    "bucket_pairs": bucket_pairs,
-                    "compression": compression or "none",
-                }
+            datasets = _create_datasets(
+                h5, n_pairs=attrs["n_pairs"], totals=totals, compression=compression
             )
-    stats = {
-        "n_pairs": n_pairs,
-        "src_pieces": totals[0],
-        "tgt_pieces": totals[1],
-        "buckets": len(sizes),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
-    log.info("wrote %s: %s", out_h5, stats)
-    return stats
+            _gather(buckets, datasets=datasets, rng=rng)
+            h5.attrs.update(attrs | {"created": datetime.now(UTC).isoformat(timespec="seconds")})
+    return totals
 
 
 class PairReader:

@@ -208,7 +208,7 @@ class PSPModel(nn.Module):
         """
         table = self.embedding.weight.detach().to("cpu", torch.float32).numpy()
         textless = self.encoder.textless_ids
-        return mean_pool(table, ids, offsets, out, textless_ids=textless, threads=threads)
+        return mean_pool(table, ids, offsets, out=out, textless_ids=textless, threads=threads)
 
     def score(
         self,

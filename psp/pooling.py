@@ -50,8 +50,8 @@ def mean_pool(
     table: np.ndarray,
     ids: np.ndarray,
     offsets: np.ndarray,
-    out: np.ndarray,
     *,
+    out: np.ndarray,
     textless_ids: Sequence[int],
     threads: int = 1,
 ) -> np.ndarray:
@@ -138,7 +138,7 @@ class TableModel:
     ) -> np.ndarray:
         """:func:`mean_pool` of encoded sentences (:meth:`PieceEncoder.encode`'s layout)."""
         textless = self.encoder.textless_ids
-        return mean_pool(self.table, ids, offsets, out, textless_ids=textless, threads=threads)
+        return mean_pool(self.table, ids, offsets, out=out, textless_ids=textless, threads=threads)
 
 
 def load_table_model(path: str | os.PathLike) -> TableModel:

@@ -63,7 +63,7 @@ def prepare_pairs(
     """Corpora → ``pairs.tsv.gz`` + ``filter_stats.json`` (both written atomically)."""
     cfg = filter_config_for(model_type, languages, filters)
     pairs = iter_corpora(data_root, corpora, languages, max_pairs)
-    stats = filter_pairs(pairs, cfg, out_pairs, out_stats, workers=workers)
+    stats = filter_pairs(pairs, cfg, out_pairs, stats_path=out_stats, workers=workers)
     log.info("kept %d of %d pairs: %s", stats["kept"], stats["lines_in"], stats["removed"])
     return stats
 

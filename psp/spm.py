@@ -102,8 +102,8 @@ def heldout_corpora(model: str, config: Mapping) -> list[str]:
     The model's ``spm.heldout`` if set, else the dev and test gold corpora of every ``bucc:``
     entry of the model (config.yaml holds those out of training), each once.
     """
-    spec = config["models"][model]
-    listed = spec.get("spm", {}).get("heldout")
+    entry = config["models"][model]
+    listed = entry.get("spm", {}).get("heldout")
     if listed is not None:
         return list(dict.fromkeys(listed))
     gold = [

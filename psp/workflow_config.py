@@ -119,9 +119,9 @@ def refs_files(root: Path, refs: Sequence[str], languages: list[str] | None = No
     return [path for ref in refs for path in mirror_files(root, ref, languages)]
 
 
-def filter_config(spec: dict) -> dict:
+def filter_config(entry: dict) -> dict:
     """The filter settings of a model; keys it leaves out take its type's preset (psp.filters)."""
-    return dict(spec.get("filters", {}))
+    return dict(entry.get("filters", {}))
 
 
 def eval_sets(evaluation: dict, languages: list[str] | None) -> dict:
@@ -154,37 +154,41 @@ def eval_files(root: Path, sets: dict) -> list[Path]:
     return files
 
 
-def bucc_refs(spec: dict) -> list[str]:
+def bucc_refs(entry: dict) -> list[str]:
     """Every ref a ``bucc`` entry's task reads: dev and test gold corpora, then the distractors."""
-    distractors = spec.get("distractors", {})
-    return [spec["dev"], spec["test"], *distractors.get("src", []), *distractors.get("tgt", [])]
+    distractors = entry.get("distractors", {})
+    return [entry["dev"], entry["test"], *distractors.get("src", []), *distractors.get("tgt", [])]
 
 
-def bucc_data(spec: dict, pair: str) -> dict:
+def bucc_data(entry: dict, pair: str) -> dict:
     """The ``psp.mine.bucc.BuccData`` fields of a ``bucc`` entry (files relative to the data root)."""
     src, tgt = pair.split("-")
-    distractors = spec.get("distractors", {})
+    distractors = entry.get("distractors", {})
     return {
-        "dev_gold": spec["dev"],
-        "test_gold": spec["test"],
+        "dev_gold": entry["dev"],
+        "test_gold": entry["test"],
         "src_lang": src,
         "tgt_lang": tgt,
         "src_distractors": tuple(relative_text_file(r) for r in distractors.get("src", [])),
         "tgt_distractors": tuple(relative_text_file(r) for r in distractors.get("tgt", [])),
-        "n_distractors": spec["max_distractors"],
+        "n_distractors": entry["max_distractors"],
     }
 
 
 def check_references(config: dict) -> None:
     """Cross-key checks the schema cannot express; errors name the offending key."""
     models = config["models"]
-    for name, spec in models.items():
-        if spec["type"] == "bitext" and name != "-".join(spec["languages"]):
+    for name, entry in models.items():
+        if entry["type"] == "bitext" and name != "-".join(entry["languages"]):
             raise ConfigError(
-                f"models.{name}: a bitext model is named after its languages ({'-'.join(spec['languages'])})"
+                f"models.{name}: a bitext model is named after its languages ({'-'.join(entry['languages'])})"
             )
-        bitext = [ref for ref in spec["corpora"] if ref.startswith("bitext/")]
-        if spec["type"] == "paraphrase" and bitext and spec.get("filters", {}).get("langid", True):
+        bitext = [ref for ref in entry["corpora"] if ref.startswith("bitext/")]
+        if (
+            entry["type"] == "paraphrase"
+            and bitext
+            and entry.get("filters", {}).get("langid", True)
+        ):
             raise ConfigError(
                 f"models.{name}.filters.langid: {bitext[0]} gives this paraphrase model pairs with "
                 "a non-English side, which the language filter would remove; set langid: false"
@@ -194,11 +198,11 @@ def check_references(config: dict) -> None:
             raise ConfigError(
                 f"compare_losses.models: unknown model {model!r}; known: {', '.join(models)}"
             )
-    for pair, spec in config.get("bucc", {}).items():
-        _check_bucc_task(pair, spec)
+    for pair, entry in config.get("bucc", {}).items():
+        _check_bucc_task(pair, entry)
     for section in ("mining", "bucc"):
-        for pair, spec in config.get(section, {}).items():
-            model = spec["model"]
+        for pair, entry in config.get(section, {}).items():
+            model = entry["model"]
             if model not in models:
                 raise ConfigError(
                     f"{section}.{pair}.model: unknown model {model!r}; known: {', '.join(models)}"
@@ -217,18 +221,18 @@ def threshold_bucc(config: dict, pair: str) -> str | None:
     section evaluates the same pair with the same model; otherwise at its own number, or at the
     margin's fixed default (``psp.mine.bucc.mining_threshold``).
     """
-    spec, bucc = config["mining"][pair], config.get("bucc", {}).get(pair)
-    if spec.get("threshold", "auto") != "auto" or bucc is None:
+    entry, bucc = config["mining"][pair], config.get("bucc", {}).get(pair)
+    if entry.get("threshold", "auto") != "auto" or bucc is None:
         return None
-    return pair if bucc["model"] == spec["model"] else None
+    return pair if bucc["model"] == entry["model"] else None
 
 
-def _check_bucc_task(pair: str, spec: dict) -> None:
+def _check_bucc_task(pair: str, entry: dict) -> None:
     """A ``bucc`` entry is either BUCC 2018 (dev and test splits of the pair, no distractors,
     sample as dev as in XTREME) or a task built from gold corpora and distractors."""
-    refs = {key: spec[key] for key in ("dev", "test")}
+    refs = {key: entry[key] for key in ("dev", "test")}
     official = {key: BUCC2018_SPLIT.fullmatch(ref) for key, ref in refs.items()}
-    distractors = spec.get("distractors", {})
+    distractors = entry.get("distractors", {})
     if any(official.values()):
         expected = {
             key: f"bucc2018/{pair}/{pair}.{split}"
@@ -251,20 +255,20 @@ def _check_bucc_task(pair: str, spec: dict) -> None:
 def config_refs(config: dict) -> Iterator[tuple[str, str]]:
     """``(key, ref)`` for every data ref of a config: training corpora, mining text, BUCC sets,
     the news Table 5 times encoders on."""
-    for name, spec in config["models"].items():
-        for ref in spec["corpora"]:
+    for name, entry in config["models"].items():
+        for ref in entry["corpora"]:
             yield f"models.{name}.corpora", ref
     for ref in config.get("speed", {}).get("news", []):
         yield "speed.news", ref
-    for pair, spec in config.get("mining", {}).items():
+    for pair, entry in config.get("mining", {}).items():
         for side in ("src", "tgt"):
-            for ref in spec[side]:
+            for ref in entry[side]:
                 yield f"mining.{pair}.{side}", ref
-    for pair, spec in config.get("bucc", {}).items():
+    for pair, entry in config.get("bucc", {}).items():
         for key in ("dev", "test"):
-            yield f"bucc.{pair}.{key}", spec[key]
+            yield f"bucc.{pair}.{key}", entry[key]
         for side in ("src", "tgt"):
-            for ref in spec.get("distractors", {}).get(side, []):
+            for ref in entry.get("distractors", {}).get(side, []):
                 yield f"bucc.{pair}.distractors.{side}", ref
 
 

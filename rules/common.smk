@@ -45,10 +45,10 @@ def data_files(ref, languages=None):
 
 
 def get_corpus_inputs(wildcards):
-    spec = MODELS[wildcards.model]
+    entry = MODELS[wildcards.model]
     return [
         str(path)
-        for path in wc.refs_files(DATA_ROOT, spec["corpora"], spec["languages"])
+        for path in wc.refs_files(DATA_ROOT, entry["corpora"], entry["languages"])
     ]
 
 
@@ -84,13 +84,13 @@ def eval_tables(prefix):
 
 
 def get_filter_params(wildcards):
-    spec = MODELS[wildcards.model]
+    entry = MODELS[wildcards.model]
     return {
-        "type": spec["type"],
-        "corpora": spec["corpora"],
-        "languages": spec["languages"],
-        "filters": wc.filter_config(spec),
-        "max_pairs": spec.get("max_pairs", {}),
+        "type": entry["type"],
+        "corpora": entry["corpora"],
+        "languages": entry["languages"],
+        "filters": wc.filter_config(entry),
+        "max_pairs": entry.get("max_pairs", {}),
     }
 
 
@@ -166,20 +166,20 @@ def get_mine_text_inputs(wildcards):
 
 
 def get_mine_text_params(wildcards):
-    spec = MINE_PAIRS[wildcards.pair]
+    entry = MINE_PAIRS[wildcards.pair]
     return {
         "lang": wildcards.pair.split("-")[0 if wildcards.side == "src" else 1],
-        "filters": {key: spec[key] for key in ("min_tokens", "max_tokens", "langid")},
+        "filters": {key: entry[key] for key in ("min_tokens", "max_tokens", "langid")},
     }
 
 
 def get_mine_params(wildcards):
     """The miner's settings (psp MineConfig keys) for a pair."""
-    spec = MINE_PAIRS[wildcards.pair]
-    index = {key: spec[key] for key in ("ivf_min_size", "nlist", "nprobe")}
+    entry = MINE_PAIRS[wildcards.pair]
+    index = {key: entry[key] for key in ("ivf_min_size", "nlist", "nprobe")}
     keys = ("k", "margin", "retrieval", "threshold", "float16")
-    return {key: spec[key] for key in keys} | {
-        "n_shards": spec["shards"],
+    return {key: entry[key] for key in keys} | {
+        "n_shards": entry["shards"],
         "index": index,
     }
 
@@ -227,9 +227,9 @@ def get_knn_parts(wildcards):
 
 def get_bucc_inputs(wildcards):
     """The model's files and, in the order of `wc.bucc_refs`, the files of every ref."""
-    spec = BUCC_PAIRS[wildcards.bucc]
-    data = wc.refs_files(DATA_ROOT, wc.bucc_refs(spec), wildcards.bucc.split("-"))
-    return model_files(f"results/models/{spec['model']}") | {
+    entry = BUCC_PAIRS[wildcards.bucc]
+    data = wc.refs_files(DATA_ROOT, wc.bucc_refs(entry), wildcards.bucc.split("-"))
+    return model_files(f"results/models/{entry['model']}") | {
         "data": [str(path) for path in data]
     }
 
@@ -271,11 +271,11 @@ def train_job(model, train):
 
 
 def get_bucc_params(wildcards):
-    spec = BUCC_PAIRS[wildcards.bucc]
+    entry = BUCC_PAIRS[wildcards.bucc]
     mine = MINE_PAIRS.get(wildcards.bucc, {})
     return {
-        "spec": {
-            key: spec[key] for key in ("dev", "test", "distractors", "max_distractors")
+        "entry": {
+            key: entry[key] for key in ("dev", "test", "distractors", "max_distractors")
         },
         "mine": {key: mine[key] for key in ("k", "margin", "retrieval") if key in mine},
     }
@@ -351,7 +351,7 @@ def get_compare_bucc_inputs(wildcards):
 def _compare_trainings():
     """(output prefix, model, objective, BUCC pairs) of both trainings of each compared model."""
     for model in COMPARE_LOSSES["models"]:
-        pairs = [pair for pair, spec in BUCC_PAIRS.items() if spec["model"] == model]
+        pairs = [pair for pair, entry in BUCC_PAIRS.items() if entry["model"] == model]
         first = MODELS[model].get("train", {}).get("loss", "margin")
         second = get_compare_train(model).get("loss", "margin")
         if second == first:

@@ -16,8 +16,8 @@ rule report:
     conda:
         "../envs/psp.yaml"
     params:
-        languages={model: spec["languages"] for model, spec in MODELS.items()},
-        corpora={model: spec["corpora"] for model, spec in MODELS.items()},
+        languages={model: entry["languages"] for model, entry in MODELS.items()},
+        corpora={model: entry["corpora"] for model, entry in MODELS.items()},
         loss_comparison=get_compare_params(),
     script:
         "../workflow_scripts/write_report.py"

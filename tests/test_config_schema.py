@@ -23,7 +23,7 @@ def test_schema_defaults_are_the_dataclass_defaults():
     """The schema is read, not copied: its file's defaults are the fields' defaults."""
     schema = yaml.safe_load(SCHEMA_FILE.read_text())
     train = schema["definitions"]["train"]["properties"]
-    assert {key: spec["default"] for key, spec in train.items()} == {
+    assert {key: prop["default"] for key, prop in train.items()} == {
         key: getattr(TrainConfig(), key) for key in train
     }
     mining = schema["properties"]["mining"]["additionalProperties"]["properties"]

@@ -33,7 +33,7 @@ def read_gz(path) -> list[str]:
 
 def run_pairs(tmp_path, pairs, cfg, **kwargs):
     out, stats_path = tmp_path / "pairs.tsv.gz", tmp_path / "filter_stats.json"
-    stats = filter_pairs(pairs, cfg, out, stats_path, **kwargs)
+    stats = filter_pairs(pairs, cfg, out, stats_path=stats_path, **kwargs)
     assert json.loads(stats_path.read_text()) == stats
     assert stats["kept"] + sum(stats["removed"].values()) == stats["lines_in"]
     assert list(stats["removed"]) == list(REASONS)
@@ -468,7 +468,11 @@ def test_input_error_mid_stream_leaves_no_output(tmp_path):
     out, stats_path = tmp_path / "pairs.tsv.gz", tmp_path / "filter_stats.json"
     with pytest.raises(InputError, match="51"):
         filter_pairs(
-            broken(), FilterConfig.bitext("es", langid=False), out, stats_path, chunk_size=8
+            broken(),
+            FilterConfig.bitext("es", langid=False),
+            out,
+            stats_path=stats_path,
+            chunk_size=8,
         )
     assert list(tmp_path.iterdir()) == []
 

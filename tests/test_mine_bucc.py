@@ -47,19 +47,23 @@ def test_ties_are_kept_or_dropped_together():
 
 
 def test_evaluate_at_threshold():
-    result = evaluate_at(SCORES, SRC, TGT, GOLD, threshold=0.7)
+    result = evaluate_at(SCORES, SRC, TGT, gold=GOLD, threshold=0.7)
     assert result["mined"] == 3 and result["gold"] == 3
     assert result["precision"] == pytest.approx(2 / 3)
     assert result["recall"] == pytest.approx(2 / 3)
     assert result["f1"] == pytest.approx(2 / 3)
-    assert evaluate_at(SCORES, SRC, TGT, GOLD, threshold=0.95)["f1"] == 0.0
+    assert evaluate_at(SCORES, SRC, TGT, gold=GOLD, threshold=0.95)["f1"] == 0.0
 
 
 def test_build_bucc_task_hides_gold_among_deduped_distractors():
     gold_src = ["uno", "dos", "uno", "tres"]  # the second "uno" pair is not one-to-one: dropped
     gold_tgt = ["one", "two", "one again", "three"]
     src, tgt, gold = build_bucc_task(
-        gold_src, gold_tgt, ["cuatro", "dos", "cuatro", "cinco"], ["four", "three", "six"], seed=1
+        gold_src,
+        gold_tgt,
+        distractor_src=["cuatro", "dos", "cuatro", "cinco"],
+        distractor_tgt=["four", "three", "six"],
+        seed=1,
     )
     assert sorted(src) == ["cinco", "cuatro", "dos", "tres", "uno"]
     assert sorted(tgt) == ["four", "one", "six", "three", "two"]
@@ -69,14 +73,18 @@ def test_build_bucc_task_hides_gold_among_deduped_distractors():
         ("tres", "three"),
     }
     again = build_bucc_task(
-        gold_src, gold_tgt, ["cuatro", "dos", "cuatro", "cinco"], ["four", "three", "six"], seed=1
+        gold_src,
+        gold_tgt,
+        distractor_src=["cuatro", "dos", "cuatro", "cinco"],
+        distractor_tgt=["four", "three", "six"],
+        seed=1,
     )
     assert again == (src, tgt, gold)
 
 
 def test_pr_plot_is_written(tmp_path):
     curve = precision_recall_curve(SCORES, SRC, TGT, GOLD)
-    mark = {"threshold": 0.7, **evaluate_at(SCORES, SRC, TGT, GOLD, threshold=0.7)}
+    mark = {"threshold": 0.7, **evaluate_at(SCORES, SRC, TGT, gold=GOLD, threshold=0.7)}
     out = plot_pr_curves({"dev": curve}, {"dev": mark}, tmp_path / "pr.png")
     assert out.read_bytes()[:4] == b"\x89PNG"
 
@@ -206,7 +214,7 @@ def test_bucc2018_tasks_are_the_splits_scored_by_id(tmp_path):
     assert gold == {(0, 1), (2, 0)}
     # the repeated sentence's other id is not the gold pair
     assert evaluate_at(
-        np.array([1.2, 1.1]), np.array([0, 1]), np.array([1, 0]), gold, threshold=1.0
+        np.array([1.2, 1.1]), np.array([0, 1]), np.array([1, 0]), gold=gold, threshold=1.0
     )["precision"] == pytest.approx(0.5)
     (folder / "de-en.sample.gold").write_text("de-1\ten-8\nde-4\ten-7\n")
     with pytest.raises(InputError, match=r"de-en.sample.gold:2"):

@@ -152,7 +152,7 @@ def test_fetch_and_import_a_registry_source(server, tmp_path):
     paths = fetch(source, tmp_path / "downloads", **FAST)
     assert paths == [tmp_path / "downloads" / "sts" / "stsb" / "Stsbenchmark.tar.gz"]
     record = fetch_and_import(
-        source, tmp_path / "downloads", tmp_path / "data", tmp_path / "m.json"
+        source, tmp_path / "downloads", tmp_path / "data", manifest=tmp_path / "m.json"
     )
     assert json.loads((tmp_path / "m.json").read_text()) == record
     assert record["downloads"][0]["sha256"] == source.sha256
@@ -247,7 +247,7 @@ def test_opus_zip_import_copies_lines_byte_for_byte(tmp_path):
     es = [f"spanish {i}".encode() for i in range(10)] + [b"malo", b"con\ttab"]
     archive = _opus_zip(tmp_path / "en-es.txt.zip", en, es)
     outs = import_opus_moses_zip(
-        archive, tmp_path / "out", "bitext/es-en/OpenSubtitles2018", ("es", "en")
+        archive, tmp_path / "out", corpus_id="bitext/es-en/OpenSubtitles2018", langs=("es", "en")
     )
     assert outs == [
         tmp_path / "out/bitext/es-en/OpenSubtitles2018.es.gz",
@@ -262,17 +262,17 @@ def test_opus_zip_cap_samples_aligned_pairs_in_order(tmp_path):
     archive = _opus_zip(tmp_path / "en-es.txt.zip", en, es)
     out_a, out_b = tmp_path / "a", tmp_path / "b"
     sa, ea = import_opus_moses_zip(
-        archive, out_a, "bitext/es-en/OS", ("es", "en"), max_pairs=7, seed=3
+        archive, out_a, corpus_id="bitext/es-en/OS", langs=("es", "en"), max_pairs=7, seed=3
     )
     idx = [int(line.split()[1]) for line in _gz_lines(sa)]
     assert len(idx) == 7 and idx == sorted(idx) and len(set(idx)) == 7
     assert _gz_lines(ea) == [f"english {i}".encode() for i in idx]
     sb, _ = import_opus_moses_zip(
-        archive, out_b, "bitext/es-en/OS", ("es", "en"), max_pairs=7, seed=3
+        archive, out_b, corpus_id="bitext/es-en/OS", langs=("es", "en"), max_pairs=7, seed=3
     )
     assert _gz_lines(sb) == _gz_lines(sa)
     sc, _ = import_opus_moses_zip(
-        archive, tmp_path / "c", "bitext/es-en/OS", ("es", "en"), max_pairs=500
+        archive, tmp_path / "c", corpus_id="bitext/es-en/OS", langs=("es", "en"), max_pairs=500
     )
     assert len(_gz_lines(sc)) == 50
 
@@ -310,7 +310,11 @@ def test_opus_zip_with_misaligned_members_writes_nothing(tmp_path):
             match=r"OpenSubtitles\.en-es\.es has 2 lines.*|OpenSubtitles\.en-es\.en has 3",
         ):
             import_opus_moses_zip(
-                archive, tmp_path / "out", "bitext/es-en/OS", ("es", "en"), max_pairs=cap
+                archive,
+                tmp_path / "out",
+                corpus_id="bitext/es-en/OS",
+                langs=("es", "en"),
+                max_pairs=cap,
             )
     assert not any(p.is_file() for p in (tmp_path / "out").rglob("*"))
 
@@ -320,7 +324,9 @@ def test_truncated_archives_are_input_errors(tmp_path):
     cut = tmp_path / "cut.zip"
     cut.write_bytes(whole[: len(whole) // 2])
     with pytest.raises(InputError, match="cut.zip"):
-        import_opus_moses_zip(cut, tmp_path / "out", "bitext/es-en/OS", ("es", "en"))
+        import_opus_moses_zip(
+            cut, tmp_path / "out", corpus_id="bitext/es-en/OS", langs=("es", "en")
+        )
     tar = _stsb_tar(
         tmp_path / "whole.tar.gz", {"train": TRAIN_ROWS, "dev": TRAIN_ROWS, "test": TRAIN_ROWS}
     )

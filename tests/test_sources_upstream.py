@@ -56,7 +56,11 @@ def _import(server, tmp_path: Path, source_id: str, files: dict[str, bytes], rep
     if repin:
         source = with_pins(source, {u: hashlib.sha256(d).hexdigest() for u, d in files.items()})
     record = fetch_and_import(
-        source, tmp_path / "dl", tmp_path / "data", tmp_path / "m.json", url_prefix=server.base
+        source,
+        tmp_path / "dl",
+        tmp_path / "data",
+        manifest=tmp_path / "m.json",
+        url_prefix=server.base,
     )
     assert [d["fetched_from"] for d in record["downloads"]] == [
         upstream_via(url, server.base) for url in source.urls
@@ -166,7 +170,11 @@ def test_tatoeba_pins_refuse_other_bytes(server, tmp_path):
     _publish(server, files)
     with pytest.raises(DownloadError, match="sha256 mismatch"):
         fetch_and_import(
-            source, tmp_path / "dl0", tmp_path / "d0", tmp_path / "m0.json", url_prefix=server.base
+            source,
+            tmp_path / "dl0",
+            tmp_path / "d0",
+            manifest=tmp_path / "m0.json",
+            url_prefix=server.base,
         )
     _import(server, tmp_path, source.id, files, repin=True)
     assert (tmp_path / "data/tatoeba/tatoeba.deu-eng.deu").read_text() == (
@@ -205,7 +213,7 @@ def test_bucc2018(server, tmp_path, xx):
             SOURCES[f"bucc2018/{xx}-en"],
             tmp_path / "dl0",
             tmp_path / "d0",
-            tmp_path / "m0.json",
+            manifest=tmp_path / "m0.json",
             url_prefix=server.base,
         )
     record = _import(server, tmp_path, f"bucc2018/{xx}-en", files, repin=True)

@@ -132,9 +132,9 @@ def test_both_objectives_train_on_the_same_minibatches(tiny, tmp_path):
     for loss in ("margin", "pair_weighting"):
         seen[loss] = []
 
-        def recording(table, optimizer, batch, pairs, cfg, generator, _seen=seen[loss]):
+        def recording(table, optimizer, batch, *, pairs, cfg, generator, _seen=seen[loss]):
             _seen.append((batch.src.select(pairs).ids, batch.tgt.select(pairs).ids))
-            return train_step(table, optimizer, batch, pairs, cfg=cfg, generator=generator)
+            return train_step(table, optimizer, batch, pairs=pairs, cfg=cfg, generator=generator)
 
         with mock.patch.object(loop, "train_step", recording):
             run(tiny, tmp_path / loss, tiny_config(loss=loss))

@@ -9,15 +9,15 @@ from psp.mine.bucc import BuccData, run_bucc
 from psp.workflow_runtime import setup
 
 setup(snakemake)
-spec = snakemake.params.job["spec"]
+entry = snakemake.params.job["entry"]
 pair = snakemake.wildcards.bucc
 data_root = wc.staged_root(
-    snakemake.input.data, wc.refs_files(Path(), wc.bucc_refs(spec), pair.split("-"))
+    snakemake.input.data, wc.refs_files(Path(), wc.bucc_refs(entry), pair.split("-"))
 )
 run_bucc(
     psp.load(Path(snakemake.input.config).parent),
     data_root,
     Path(snakemake.output.metrics).parent,
     cfg=MineConfig.from_dict(snakemake.params.job["mine"]),
-    data=BuccData(**wc.bucc_data(spec, pair)),
+    data=BuccData(**wc.bucc_data(entry, pair)),
 )

@@ -11,6 +11,6 @@ fetch_and_import(
     source,
     root.parent / "downloads",
     root,
-    snakemake.output.manifest,
+    manifest=snakemake.output.manifest,
     url_prefix=snakemake.params.url_prefix,
 )

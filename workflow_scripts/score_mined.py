@@ -14,8 +14,8 @@ fwd, bwd = reduce_parts(snakemake.input.knn, cfg.k, src_plan, tgt_plan)
 write_mined(
     snakemake.input.src_text,
     snakemake.input.tgt_text,
-    fwd,
-    bwd,
+    fwd=fwd,
+    bwd=bwd,
     cfg=cfg,
     out_tsv_gz=snakemake.output.pairs,
     stats_json=snakemake.output.stats,

@@ -40,24 +40,11 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def finite_float(text: str) -> float:
-    """Any finite number (thresholds: NaN would compare false with everything)."""
-    return _number(text, float, "a finite number")
-
-
 def positive_float(text: str) -> float:
     """A finite number > 0 (learning rates, timeouts)."""
     value = _number(text, float, "a finite number > 0")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """A number in [0, 1) (dropout: 1 would drop everything)."""
-    value = _number(text, float, "a number in [0, 1)")
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
     return value
 
 

@@ -265,8 +265,8 @@ def filter_pairs(
     pairs: Iterable[RawPair],
     cfg: FilterConfig,
     out_path: str | os.PathLike,
-    stats_path: str | os.PathLike,
     *,
+    stats_path: str | os.PathLike,
     workers: int = 1,
     chunk_size: int = 2000,
 ) -> dict[str, Any]:
@@ -294,7 +294,8 @@ def filter_pairs(
     Example:
         >>> from psp.corpora import iter_pairs
         >>> stats = filter_pairs(iter_pairs(root, "bitext/es-en/wmt-newstest", ("es", "en")),
-        ...                      FilterConfig.bitext("es"), "pairs.tsv.gz", "filter_stats.json")
+        ...                      FilterConfig.bitext("es"), "pairs.tsv.gz",
+        ...                      stats_path="filter_stats.json")
     """
     if len(cfg.languages) != 2:
         raise ValueError(f"filter_pairs needs two languages, got {cfg.languages}")

@@ -73,9 +73,9 @@ def _dedupe(lines: Sequence[str], exclude: set[str] = frozenset()) -> list[str]:
 def build_bucc_task(
     gold_src: Sequence[str],
     gold_tgt: Sequence[str],
+    *,
     distractor_src: Sequence[str],
     distractor_tgt: Sequence[str],
-    *,
     seed: int = 0,
 ) -> tuple[list[str], list[str], Gold]:
     """Shuffle gold pairs into distractors; returns ``(src_sentences, tgt_sentences, gold)``.
@@ -138,7 +138,7 @@ def best_threshold(curve: Curve) -> tuple[float, float]:
 
 
 def evaluate_at(
-    scores: np.ndarray, src: np.ndarray, tgt: np.ndarray, gold: Gold, *, threshold: float
+    scores: np.ndarray, src: np.ndarray, tgt: np.ndarray, *, gold: Gold, threshold: float
 ) -> dict[str, float]:
     """Precision, recall and F1 of the candidates scoring at least ``threshold``."""
     keep = np.asarray(scores) >= threshold
@@ -272,8 +272,8 @@ def load_tasks(
         split: build_bucc_task(
             gold_src[: data.max_gold],
             gold_tgt[: data.max_gold],
-            pools["src"][split],
-            pools["tgt"][split],
+            distractor_src=pools["src"][split],
+            distractor_tgt=pools["tgt"][split],
             seed=data.seed,
         )
         for split, (gold_src, gold_tgt) in golds.items()
@@ -336,7 +336,7 @@ def run_bucc(
             threshold, _ = best_threshold(curves[split])
         marks[split] = {
             "threshold": threshold,
-            **evaluate_at(scores, i, j, gold, threshold=threshold),
+            **evaluate_at(scores, i, j, gold=gold, threshold=threshold),
         }
         results[split] = {**marks[split], "n_src": len(src), "n_tgt": len(tgt)}
         log.info("BUCC %s: %s", split, results[split])

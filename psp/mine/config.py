@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import typing
 from dataclasses import field
 from typing import Any, Literal
 
@@ -17,8 +16,6 @@ from psp.config_schema import config_class, from_mapping
 
 Margin = Literal["ratio", "distance", "absolute"]
 Retrieval = Literal["max", "fwd", "bwd", "intersect"]
-MARGINS = typing.get_args(Margin)
-RETRIEVALS = typing.get_args(Retrieval)
 #: The workflow's ``mining`` entry, where the keys of both classes are declared.
 MINING_ENTRY = "#/properties/mining/additionalProperties"
 

@@ -71,7 +71,7 @@ def knn_both_directions(src, tgt, k: int, block_size: int = 4096) -> tuple[KNN, 
     return (fD.numpy(), fI.numpy()), (bD.numpy(), bI.numpy())
 
 
-def memory_estimate(ns: int, nt: int, dim: int, *, k: int, block_size: int) -> float:
+def memory_estimate(ns: int, nt: int, *, dim: int, k: int, block_size: int) -> float:
     """Bytes of peak working memory of :func:`knn_both_directions` (blocks, products, heaps)."""
     bs, bt = min(block_size, ns), min(block_size, nt)
     blocks = (bs + bt) * dim * 4
@@ -124,11 +124,12 @@ def knn_shard_pair(
         log.info(
             "exact kNN %s (%d rows) x %s (%d rows), dim %d, k %d: about %.1f MiB working memory",
             *(src_npy, len(src), tgt_npy, len(tgt), src.shape[1], k),
-            memory_estimate(len(src), len(tgt), src.shape[1], k=k, block_size=block_size) / 2**20,
+            memory_estimate(len(src), len(tgt), dim=src.shape[1], k=k, block_size=block_size)
+            / 2**20,
         )
         fwd, bwd = knn_both_directions(src, tgt, k, block_size)
     log.info("kNN done in %.1f s", time.perf_counter() - t0)
-    _write_part(out_npz, fwd, bwd, entries, shards=(src_shard, tgt_shard), k=k)
+    _write_part(out_npz, fwd, bwd, entries=entries, shards=(src_shard, tgt_shard), k=k)
     return Path(out_npz)
 
 
@@ -154,7 +155,7 @@ def _rows_of(lists: np.ndarray, shard) -> np.ndarray:
     return lists
 
 
-def _write_part(out_npz, fwd: KNN, bwd: KNN, entries: tuple, *, shards: tuple, k: int) -> None:
+def _write_part(out_npz, fwd: KNN, bwd: KNN, *, entries: tuple, shards: tuple, k: int) -> None:
     src_entry, tgt_entry = entries
     meta = {
         "src_shard": shards[0],

@@ -49,9 +49,9 @@ def quantiles(values: np.ndarray) -> dict[str, float]:
 def write_mined(
     src_text: str | os.PathLike,
     tgt_text: str | os.PathLike,
+    *,
     fwd: KNN,
     bwd: KNN,
-    *,
     cfg: MineConfig,
     out_tsv_gz: str | os.PathLike,
     stats_json: str | os.PathLike,
@@ -80,13 +80,8 @@ def write_mined(
     )
     threshold = cfg.effective_threshold
     keep = scores >= threshold
-    src_lines = gather_lines(src_text, src[keep], len(fwd[0]))
-    tgt_lines = gather_lines(tgt_text, tgt[keep], len(bwd[0]))
-    with atomic_open(out_tsv_gz, "wt") as out:
-        for score, i, j in zip(
-            scores[keep].tolist(), src[keep].tolist(), tgt[keep].tolist(), strict=True
-        ):
-            out.write(f"{score:.4f}\t{src_lines[i]}\t{tgt_lines[j]}\n")
+    kept = scores[keep], src[keep], tgt[keep]
+    _write_kept(out_tsv_gz, kept, texts=(src_text, tgt_text), sizes=(len(fwd[0]), len(bwd[0])))
     stats = {
         **(inputs or {"src_file": str(src_text), "tgt_file": str(tgt_text)}),
         "n_src": len(fwd[0]),
@@ -97,11 +92,7 @@ def write_mined(
         "threshold": threshold,
         "threshold_source": threshold_source
         or {"from": "default" if cfg.threshold is None else "config"},
-        "candidates": len(scores),
-        "kept": int(keep.sum()),
-        "kept_fraction_of_src": float(keep.sum() / max(len(fwd[0]), 1)),
-        "score_quantiles_candidates": quantiles(scores),
-        "score_quantiles_kept": quantiles(scores[keep]),
+        **_score_summary(scores, keep, n_src=len(fwd[0])),
         "timings_s": {**(timings or {}), "score_and_write": time.perf_counter() - t0},
     }
     with atomic_open(stats_json, "wt") as out:
@@ -112,6 +103,37 @@ def write_mined(
         "mined %d of %d candidates at %s >= %g", stats["kept"], len(scores), cfg.margin, threshold
     )
     return stats
+
+
+def _score_summary(scores: np.ndarray, keep: np.ndarray, *, n_src: int) -> dict:
+    """How many candidates were kept, and the score quantiles before and after the threshold."""
+    return {
+        "candidates": len(scores),
+        "kept": int(keep.sum()),
+        "kept_fraction_of_src": float(keep.sum() / max(n_src, 1)),
+        "score_quantiles_candidates": quantiles(scores),
+        "score_quantiles_kept": quantiles(scores[keep]),
+    }
+
+
+def _write_kept(
+    out_tsv_gz: str | os.PathLike,
+    kept: tuple[np.ndarray, np.ndarray, np.ndarray],
+    *,
+    texts: tuple[str | os.PathLike, str | os.PathLike],
+    sizes: tuple[int, int],
+) -> None:
+    """``score<TAB>src<TAB>tgt`` lines for the ``(scores, src rows, tgt rows)`` kept, in that order.
+
+    Only the kept lines of each text are held in memory (``gather_lines``); ``sizes`` are the
+    embeddings' row counts, which each text's line count must equal.
+    """
+    scores, src, tgt = kept
+    src_lines = gather_lines(texts[0], src, sizes[0])
+    tgt_lines = gather_lines(texts[1], tgt, sizes[1])
+    with atomic_open(out_tsv_gz, "wt") as out:
+        for score, i, j in zip(scores.tolist(), src.tolist(), tgt.tolist(), strict=True):
+            out.write(f"{score:.4f}\t{src_lines[i]}\t{tgt_lines[j]}\n")
 
 
 def plot_histogram(

@@ -203,8 +203,8 @@ def mine_files(
         return write_mined(
             src_text,
             tgt_text,
-            fwd,
-            bwd,
+            fwd=fwd,
+            bwd=bwd,
             cfg=cfg,
             out_tsv_gz=out,
             stats_json=stats_json,

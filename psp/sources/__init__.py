@@ -88,8 +88,8 @@ def fetch_and_import(
     source: Source,
     download_dir: str | os.PathLike,
     out_root: str | os.PathLike,
-    manifest: str | os.PathLike,
     *,
+    manifest: str | os.PathLike,
     url_prefix: str | None = None,
     **options,
 ) -> dict[str, Any]:

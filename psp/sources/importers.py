@@ -90,9 +90,9 @@ def _zip_member(zf: zipfile.ZipFile, path: Path, pattern: str) -> str:
 def import_opus_moses_zip(
     zip_path: str | os.PathLike,
     out_root: str | os.PathLike,
+    *,
     corpus_id: str,
     langs: Sequence[str],
-    *,
     max_pairs: int | None = None,
     codes: dict[str, str] | None = None,
     seed: int = 1234,
@@ -598,7 +598,9 @@ def import_source(
     opts = {**source.options, **options}
     fmt = source.format
     if fmt == "opus-moses-zip":
-        written = import_opus_moses_zip(paths[0], out_root, source.id, source.languages, **opts)
+        written = import_opus_moses_zip(
+            paths[0], out_root, corpus_id=source.id, langs=source.languages, **opts
+        )
     elif fmt == "paranmt-tsv":
         written = [import_paranmt(paths[0], out_root, name=source.id.rsplit("/", 1)[-1])]
     elif fmt == "senteval-sts-zip":

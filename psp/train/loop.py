@@ -144,7 +144,12 @@ class Trainer:
             for lo in range(0, len(src), cfg.batch_size):
                 pairs = torch.arange(lo, min(len(src), lo + cfg.batch_size), device=self.device)
                 loss = train_step(
-                    self.table, self.optimizer, batch, pairs, cfg=cfg, generator=self.generator
+                    self.table,
+                    self.optimizer,
+                    batch,
+                    pairs=pairs,
+                    cfg=cfg,
+                    generator=self.generator,
                 )
                 state.step += 1
                 state.epoch_loss += loss

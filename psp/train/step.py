@@ -59,8 +59,8 @@ def train_step(
     table: torch.Tensor,
     optimizer: LazyAdam | DenseAdam,
     batch: MinedMegabatch,
-    pairs: torch.Tensor,
     *,
+    pairs: torch.Tensor,
     cfg: TrainConfig,
     generator: torch.Generator | None = None,
 ) -> float:

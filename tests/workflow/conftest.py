@@ -66,3 +66,14 @@ def write_config(path: Path, base: Path, **overrides) -> Path:
     config.update(overrides)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+#: Training small enough for a whole DAG to run in a minute or two on 2 cores.
+TINY_TRAIN = {"dim": 48, "epochs": 2, "batch_size": 32, "megabatch_size": 4, "anneal": 5}
+
+
+def shrink_models(models: dict) -> None:
+    """Give every model entry a 600-piece SentencePiece model and :data:`TINY_TRAIN`."""
+    for entry in models.values():
+        entry["spm"] = {"vocab_size": 600}
+        entry["train"] = dict(TINY_TRAIN)

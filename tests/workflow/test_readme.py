@@ -199,11 +199,11 @@ def test_paper_config_is_the_papers_recipe():
     config = paper_config()
     assert config["mirror"] is None
     assert sorted(config["models"]) == sorted(PAPER_MODELS)
-    for name, spec in config["models"].items():
-        assert {k: spec["train"][k] for k in PAPER_TRAIN} == PAPER_TRAIN, name
-        assert spec["spm"]["vocab_size"] == 50_000, name
+    for name, entry in config["models"].items():
+        assert {k: entry["train"][k] for k in PAPER_TRAIN} == PAPER_TRAIN, name
+        assert entry["spm"]["vocab_size"] == 50_000, name
         filters = PARANMT_FILTERS if name == "en" else BITEXT_FILTERS
-        assert spec["filters"] == filters, name
+        assert entry["filters"] == filters, name
     assert config["models"]["en"]["corpora"] == ["paraphrase/paranmt/para-nmt-50m"]
 
 
@@ -232,9 +232,9 @@ def test_readme_paper_command_builds_the_complete_dag(paper_dag):
     # and an evaluated pair mines at its dev optimum (threshold: auto)
     assert counts.get("score_mined", 0) == len(config["mining"])
     assert counts.get("evaluate_bucc", 0) == len(config["bucc"])
-    for pair, spec in config["mining"].items():
-        assert f"results/mine/{spec['model']}/{pair}.stats.json" in paper_dag
-        if pair in config["bucc"] and spec.get("threshold", "auto") == "auto":
+    for pair, entry in config["mining"].items():
+        assert f"results/mine/{entry['model']}/{pair}.stats.json" in paper_dag
+        if pair in config["bucc"] and entry.get("threshold", "auto") == "auto":
             assert f"results/bucc/{pair}/bucc.json" in paper_dag
     for pair in ("es-en", "ar-en", "tr-en"):  # no benchmark with gold; the reason is in the config
         assert pair not in config["mining"]

@@ -11,7 +11,7 @@ import yaml
 
 import psp
 
-from .conftest import REPO, run_snakemake
+from .conftest import REPO, run_snakemake, shrink_models
 
 
 def tiny_config(mirror) -> dict:
@@ -22,9 +22,7 @@ def tiny_config(mirror) -> dict:
     config["models"] = {name: config["models"][name] for name in ("en", "es-en")}
     for section in ("mining", "bucc"):
         config[section] = {"es-en": config[section]["es-en"]}
-    for spec in config["models"].values():
-        spec["spm"] = {"vocab_size": 600}
-        spec["train"] = {"dim": 48, "epochs": 2, "batch_size": 32, "megabatch_size": 4, "anneal": 5}
+    shrink_models(config["models"])
     config["evaluation"] = {
         "sts": True,
         "sts17": ["es-es", "es-en", "en-en"],

@@ -20,7 +20,7 @@ from psp.sources import SOURCES, STS17_TRACKS, STS_DATASETS, upstream_via
 from tests import upstream
 from tests.fileserver import serve
 
-from .conftest import REPO, run_snakemake
+from .conftest import REPO, run_snakemake, shrink_models
 
 BITEXT = ("OpenSubtitles2018", "Tanzil", "Europarl", "GlobalVoices")
 
@@ -101,9 +101,7 @@ def world_config(prefix: str, bucc: dict[str, bytes]) -> dict:
     config = yaml.safe_load((REPO / "configs/paper.yaml").read_text())
     assert config["mirror"] is None
     config["models"] = {name: config["models"][name] for name in ("en", "de-en")}
-    for spec in config["models"].values():
-        spec["spm"] = {"vocab_size": 600}
-        spec["train"] = {"dim": 48, "epochs": 2, "batch_size": 32, "megabatch_size": 4, "anneal": 5}
+    shrink_models(config["models"])
     config["mining"] = {"de-en": {**config["mining"]["de-en"], "shards": 1}}
     config["bucc"] = {"de-en": config["bucc"]["de-en"]}
     config["speed"] = {"sentences": 500, "news": ["bitext/de-en/GlobalVoices.en"]}
