@@ -238,7 +238,7 @@ def selection_bucc(model):
     """The `bucc` entry whose dev gold picks a model's best epoch (its own pair's, else the first
     naming the model), or None: such a model is selected on dev retrieval, others on STS-B.
     """
-    pairs = [pair for pair, spec in BUCC_PAIRS.items() if spec["model"] == model]
+    pairs = [pair for pair, entry in BUCC_PAIRS.items() if entry["model"] == model]
     return model if model in pairs else next(iter(pairs), None)
 
 
@@ -263,10 +263,10 @@ def train_job(model, train):
     pair = selection_bucc(model)
     if pair is None:
         return {"train": train, "bitext_dev": None}
-    spec = BUCC_PAIRS[pair]
+    entry = BUCC_PAIRS[pair]
     return {
         "train": train,
-        "bitext_dev": {"data": wc.bucc_data(spec, pair), "refs": wc.bucc_refs(spec)},
+        "bitext_dev": {"data": wc.bucc_data(entry, pair), "refs": wc.bucc_refs(entry)},
     }
 
 
