@@ -108,13 +108,20 @@ def run(args, paths, truth, nprobe: int) -> dict:
     from psp.mine.index import fill_index, train_index
     from psp.mine.ivf import ivf_knn_both_directions
 
-    cfg = IndexConfig(ivf_min_size=1, nprobe=nprobe)
+    capacity = {} if args.list_capacity is None else {"list_capacity": args.list_capacity or None}
+    cfg = IndexConfig(ivf_min_size=1, nprobe=nprobe, **capacity)
     t0 = time.perf_counter()
     trained = args.work / "trained.faiss"
     train_index([paths["es"]], [paths["en"]], cfg, trained)
     t1 = time.perf_counter()
     lists = {
-        side: fill_index(trained, paths[side], args.work / f"{side}.lists.npz", nprobe=nprobe)
+        side: fill_index(
+            trained,
+            paths[side],
+            args.work / f"{side}.lists.npz",
+            nprobe=nprobe,
+            capacity=cfg.list_capacity,
+        )
         for side in ("es", "en")
     }
     t2 = time.perf_counter()
@@ -130,7 +137,10 @@ def run(args, paths, truth, nprobe: int) -> dict:
         "n_es": len(src),
         "n_en": len(tgt),
         "index": dataclasses.asdict(cfg) | {"nlist": nlist},
-        "recall_at_k": {"es->en": recall(fwd[1], truth[0][1]), "en->es": recall(bwd[1], truth[1][1])},
+        "recall_at_k": {
+            "es->en": recall(fwd[1], truth[0][1]),
+            "en->es": recall(bwd[1], truth[1][1]),
+        },
         "recall_at_1": {
             "es->en": float((fwd[1][:, 0] == truth[0][1][:, 0]).mean()),
             "en->es": float((bwd[1][:, 0] == truth[1][1][:, 0]).mean()),
@@ -148,9 +158,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirror", type=Path, required=True, help="the data mirror")
     parser.add_argument("--model", type=Path, required=True, help="a trained es-en model dir")
-    parser.add_argument("--work", type=Path, required=True, help="cache of embeddings and exact kNN")
+    parser.add_argument(
+        "--work", type=Path, required=True, help="cache of embeddings and exact kNN"
+    )
     parser.add_argument("--nprobe", type=int, nargs="+", default=[16])
     parser.add_argument("--k", type=int, default=4)
+    parser.add_argument(
+        "--list-capacity", type=float, default=None, help="default: IndexConfig's; 0: unbounded"
+    )
     parser.add_argument("--threshold", type=float, default=1.2, help="ratio margin cut")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)

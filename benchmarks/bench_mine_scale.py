@@ -133,12 +133,11 @@ def index_config(args, nprobe: int):
     from psp.mine.config import IndexConfig
 
     given = {"nlist": args.nlist, "train_per_list": args.train_per_list}
-    given |= {"train_iters": args.train_iters}
-    return IndexConfig(
-        ivf_min_size=args.ivf_min_size,
-        nprobe=nprobe,
-        **{key: value for key, value in given.items() if value is not None},
-    )
+    given |= {"train_iters": args.train_iters, "list_capacity": args.list_capacity}
+    given = {key: value for key, value in given.items() if value is not None}
+    if args.list_capacity == 0:
+        given["list_capacity"] = None
+    return IndexConfig(ivf_min_size=args.ivf_min_size, nprobe=nprobe, **given)
 
 
 def run_job(name: str, out: Path, args, **params) -> dict:
@@ -176,6 +175,7 @@ def job_index_shard(out: Path, args, *, side: str, shard: int, nprobe: int):
         out / f"{side}.{shard}.npy",
         out / f"{side}.{shard}.{nprobe}.lists.npz",
         nprobe=nprobe,
+        capacity=index_config(args, nprobe).list_capacity,
     )
 
 
@@ -382,6 +382,9 @@ def main() -> None:
     parser.add_argument("--nprobe", type=int, nargs="+", default=[IndexConfig().nprobe])
     parser.add_argument("--train-per-list", type=int, default=None, help="default: IndexConfig's")
     parser.add_argument("--train-iters", type=int, default=None, help="default: IndexConfig's")
+    parser.add_argument(
+        "--list-capacity", type=float, default=None, help="default: IndexConfig's; 0: unbounded"
+    )
     parser.add_argument("--ivf-min-size", type=int, default=1, help="1: always IVF")
     parser.add_argument("--threshold", type=float, default=1.06)
     parser.add_argument("--planted", type=float, default=0.1, help="share of target rows planted")

@@ -94,7 +94,13 @@ def index_pair(
         for shard, npy in enumerate(shards):
             lists = work_dir / f"{name}.{shard:04d}.lists.npz"
             if not lists.exists():
-                fill_index(trained, npy, lists, nprobe=cfg.index.nprobe)
+                fill_index(
+                    trained,
+                    npy,
+                    lists,
+                    nprobe=cfg.index.nprobe,
+                    capacity=cfg.index.list_capacity,
+                )
             files[name].append(lists)
     return files
 
