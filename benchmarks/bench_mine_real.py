@@ -9,8 +9,8 @@ English news) with a trained model and compares, per setting, the IVF search (th
 
 - recall@k of each direction against exact search over all rows (every row a query);
 - the share of the exactly mined pairs (margin, retrieval, threshold) that IVF mining keeps;
-- the kNN's multiply-adds against what equal lists would need (``n · nprobe · n / nlist`` rows
-  compared per direction).
+- the kNN's rows compared against what equal lists would need (``n_es · nprobe · n_en / nlist``
+  per direction, at the nominal ``nlist``).
 
 Printed: one JSON line per setting. Embeddings and the exact kNN are cached in ``--work``.
 
@@ -94,22 +94,22 @@ def mined(fwd, bwd, args) -> set:
     return set(zip(src[keep].tolist(), tgt[keep].tolist(), strict=True))
 
 
-def knn_flop(src_lists: np.ndarray, tgt_lists: np.ndarray, nlist: int) -> tuple[float, float]:
-    """Rows compared by the list-major search, and by equal lists of the same sizes."""
+def knn_rows(src_lists: np.ndarray, tgt_lists: np.ndarray, nlist: int) -> float:
+    """Rows compared by the list-major search, both directions: Σ probes × stored per list."""
     count = lambda lists, cols: np.bincount(lists[:, cols].ravel(), minlength=nlist)  # noqa: E731
     done = count(src_lists, slice(None)) @ count(tgt_lists, slice(0, 1))
-    done += count(tgt_lists, slice(None)) @ count(src_lists, slice(0, 1))
-    nprobe, ns, nt = src_lists.shape[1], len(src_lists), len(tgt_lists)
-    return float(done), 2.0 * ns * nprobe * nt / nlist
+    return float(done + count(tgt_lists, slice(None)) @ count(src_lists, slice(0, 1)))
 
 
 def run(args, paths, truth, nprobe: int) -> dict:
+    import faiss
+
     from psp.mine.config import IndexConfig
     from psp.mine.index import fill_index, train_index
     from psp.mine.ivf import ivf_knn_both_directions
 
-    capacity = {} if args.list_capacity is None else {"list_capacity": args.list_capacity or None}
-    cfg = IndexConfig(ivf_min_size=1, nprobe=nprobe, **capacity)
+    split = {} if args.list_split is None else {"list_split": args.list_split or None}
+    cfg = IndexConfig(ivf_min_size=1, nprobe=nprobe, **split)
     t0 = time.perf_counter()
     trained = args.work / "trained.faiss"
     train_index([paths["es"]], [paths["en"]], cfg, trained)
@@ -120,7 +120,6 @@ def run(args, paths, truth, nprobe: int) -> dict:
             paths[side],
             args.work / f"{side}.lists.npz",
             nprobe=nprobe,
-            capacity=cfg.list_capacity,
         )
         for side in ("es", "en")
     }
@@ -130,13 +129,15 @@ def run(args, paths, truth, nprobe: int) -> dict:
         src, tgt, src_lists=lists["es"], tgt_lists=lists["en"], k=args.k
     )
     t3 = time.perf_counter()
-    nlist = cfg.nlist_for(max(len(src), len(tgt)))
-    done, balanced = knn_flop(lists["es"], lists["en"], nlist)
+    nominal = cfg.nlist_for(max(len(src), len(tgt)))
+    nlist = faiss.read_index(str(trained)).ntotal  # more than nominal where lists were split
+    done = knn_rows(lists["es"], lists["en"], nlist)
+    balanced = 2.0 * len(src) * nprobe * len(tgt) / nominal  # equal lists, nominal nlist
     exact_pairs, ivf_pairs = mined(*truth, args), mined(fwd, bwd, args)
     return {
         "n_es": len(src),
         "n_en": len(tgt),
-        "index": dataclasses.asdict(cfg) | {"nlist": nlist},
+        "index": dataclasses.asdict(cfg) | {"nlist": nlist, "nominal_nlist": nominal},
         "recall_at_k": {
             "es->en": recall(fwd[1], truth[0][1]),
             "en->es": recall(bwd[1], truth[1][1]),
@@ -164,7 +165,7 @@ def main() -> None:
     parser.add_argument("--nprobe", type=int, nargs="+", default=[16])
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument(
-        "--list-capacity", type=float, default=None, help="default: IndexConfig's; 0: unbounded"
+        "--list-split", type=float, default=None, help="default: IndexConfig's; 0: no split"
     )
     parser.add_argument("--threshold", type=float, default=1.2, help="ratio margin cut")
     args = parser.parse_args()

@@ -133,10 +133,10 @@ def index_config(args, nprobe: int):
     from psp.mine.config import IndexConfig
 
     given = {"nlist": args.nlist, "train_per_list": args.train_per_list}
-    given |= {"train_iters": args.train_iters, "list_capacity": args.list_capacity}
+    given |= {"train_iters": args.train_iters, "list_split": args.list_split}
     given = {key: value for key, value in given.items() if value is not None}
-    if args.list_capacity == 0:
-        given["list_capacity"] = None
+    if args.list_split == 0:
+        given["list_split"] = None
     return IndexConfig(ivf_min_size=args.ivf_min_size, nprobe=nprobe, **given)
 
 
@@ -175,7 +175,6 @@ def job_index_shard(out: Path, args, *, side: str, shard: int, nprobe: int):
         out / f"{side}.{shard}.npy",
         out / f"{side}.{shard}.{nprobe}.lists.npz",
         nprobe=nprobe,
-        capacity=index_config(args, nprobe).list_capacity,
     )
 
 
@@ -383,7 +382,7 @@ def main() -> None:
     parser.add_argument("--train-per-list", type=int, default=None, help="default: IndexConfig's")
     parser.add_argument("--train-iters", type=int, default=None, help="default: IndexConfig's")
     parser.add_argument(
-        "--list-capacity", type=float, default=None, help="default: IndexConfig's; 0: unbounded"
+        "--list-split", type=float, default=None, help="default: IndexConfig's; 0: no split"
     )
     parser.add_argument("--ivf-min-size", type=int, default=1, help="1: always IVF")
     parser.add_argument("--threshold", type=float, default=1.06)

@@ -88,7 +88,6 @@ rule index_shard:
         mem_mb=4000,
     params:
         nprobe=lambda wildcards: get_mine_params(wildcards)["index"]["nprobe"],
-        index=lambda wildcards: get_mine_params(wildcards)["index"],
     script:
         "../workflow_scripts/index_shard.py"
 

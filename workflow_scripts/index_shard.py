@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from psp.mine import IndexConfig, fill_index
+from psp.mine import fill_index
 from psp.mine.index import write_no_index
 from psp.workflow_runtime import setup
 
@@ -15,5 +15,4 @@ else:
         snakemake.input.emb,
         snakemake.output.lists,
         nprobe=snakemake.params.nprobe,
-        capacity=IndexConfig.from_dict(snakemake.params.index).list_capacity,
     )

@@ -102,20 +102,56 @@ def train_index(
     n_train = max(nlist, cfg.train_rows(nlist, n))
     log.info("training %d lists on %d of %d vectors of dim %d", nlist, n_train, n, dim)
     ids = np.sort(np.random.default_rng(cfg.seed).choice(n, min(n, n_train), replace=False))
+    sample = _sample(shards, ids)
+    centroids = _kmeans(sample, nlist, cfg)
+    if cfg.list_split is not None:
+        centroids = split_large_lists(sample, centroids, cfg)
+        log.info(
+            "%d lists after splitting those over %.2f x the mean", len(centroids), cfg.list_split
+        )
+    quantizer = faiss.IndexFlatIP(dim)
+    quantizer.add(centroids)
+    _write(quantizer, out_index)
+    return quantizer
+
+
+def _kmeans(x: np.ndarray, nlist: int, cfg: IndexConfig) -> np.ndarray:
     kmeans = faiss.Kmeans(
-        dim,
+        x.shape[1],
         nlist,
         niter=cfg.train_iters,
         seed=cfg.seed,
         spherical=True,
         min_points_per_centroid=1,
-        max_points_per_centroid=n_train,
+        max_points_per_centroid=len(x),
     )
-    kmeans.train(_sample(shards, ids))
-    quantizer = faiss.IndexFlatIP(dim)
-    quantizer.add(kmeans.centroids)
-    _write(quantizer, out_index)
-    return quantizer
+    kmeans.train(np.ascontiguousarray(x))
+    return kmeans.centroids
+
+
+def split_large_lists(sample: np.ndarray, centroids: np.ndarray, cfg: IndexConfig) -> np.ndarray:
+    """Replace each list holding over ``cfg.list_split`` × the mean share of the sample by a
+    k-means of its own rows into lists of about the mean size.
+
+    A kNN job compares, per list, the queries probing it with the rows stored in it, so its work
+    is Σ probes × stored over the lists: a large list is both probed often and full, and k-means
+    lists of unequal size (a centroid that took several dense regions) made the work four times
+    that of equal lists at 1M rows. Split, such a region gets lists of its own: rows stay in
+    their nearest list (recall measured no lower, docs/mining.md, Sizing) and ``nlist`` grows a
+    little.
+    """
+    assign = faiss.IndexFlatIP(centroids.shape[1])
+    assign.add(centroids)
+    nearest = assign.search(sample, 1)[1][:, 0]
+    counts = np.bincount(nearest, minlength=len(centroids))
+    mean = len(sample) / len(centroids)
+    parts = []
+    for lst, count in enumerate(counts):
+        if count > cfg.list_split * mean:
+            parts.append(_kmeans(sample[nearest == lst], math.ceil(count / mean), cfg))
+        else:
+            parts.append(centroids[lst : lst + 1])
+    return np.ascontiguousarray(np.concatenate(parts))
 
 
 def fill_index(
@@ -124,16 +160,13 @@ def fill_index(
     out_lists: str | os.PathLike,
     *,
     nprobe: int,
-    capacity: float | None = None,
     block_size: int = 65536,
 ) -> np.ndarray:
     """Assign one shard's rows to their ``nprobe`` nearest lists; writes and returns them.
 
     Computed once per row here, the assignments spare each of the S kNN jobs of the shard's row
     of the grid the coarse search. ``out_lists`` is an ``.npz`` with ``lists`` (int32,
-    rows × nprobe, nearest first except that the list a row is stored in comes first) and
-    ``nlist``. With ``capacity``, no list stores more than ``capacity`` times the shard's
-    mean list size (:func:`bounded_lists`).
+    rows × nprobe, nearest first: the row's own list is its first) and ``nlist``.
     """
     quantizer = faiss.read_index(str(trained_index))
     shard = open_embeddings(emb_npy)
@@ -143,52 +176,12 @@ def fill_index(
         )
     nprobe = min(nprobe, quantizer.ntotal)
     lists = np.empty((len(shard), nprobe), dtype=np.int32)
-    scores = np.empty((len(shard), nprobe), dtype=np.float32)
     for a in range(0, len(shard), block_size):
         block = shard.rows(a, a + block_size)
-        scores[a : a + len(block)], lists[a : a + len(block)] = quantizer.search(block, nprobe)
-    if capacity is not None:
-        lists = bounded_lists(lists, scores, nlist=quantizer.ntotal, capacity=capacity)
+        lists[a : a + len(block)] = quantizer.search(block, nprobe)[1]
     with atomic_path(out_lists) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, lists=lists, nlist=np.int64(quantizer.ntotal))
     return lists
-
-
-def bounded_lists(
-    lists: np.ndarray, scores: np.ndarray, *, nlist: int, capacity: float
-) -> np.ndarray:
-    """Move each row's storage list to the front, filling no list beyond ``capacity`` × mean.
-
-    A kNN job compares, per list, the queries probing it with the rows stored in it, so its
-    work is Σ probes × stored over the lists: k-means lists of unequal size make it several
-    times what equal lists would (a large list is both probed often and full). With at most
-    ``cap`` rows stored per list the work is at most ``cap · nprobe · n`` rows compared, i.e.
-    ``capacity`` times the equal-lists figure, whatever the clusters. Rows are placed in rounds,
-    the r-th round offering each unplaced row its r-th nearest list (one it probes anyway), and
-    a full list keeps the rows nearest its centroid. A row whose ``nprobe`` lists are all full
-    stays in its nearest one. Probes are unchanged; only the stored list (column 0) moves.
-    """
-    n, nprobe = lists.shape
-    cap = math.ceil(capacity * n / nlist)
-    room = np.full(nlist, cap, dtype=np.int64)
-    column = np.full(n, -1, dtype=np.int64)
-    for r in range(nprobe):
-        rows = np.flatnonzero(column < 0)
-        if not len(rows):
-            break
-        wanted = lists[rows, r].astype(np.int64)
-        order = np.lexsort((-scores[rows, r], wanted))  # by list, nearest rows first
-        rows, wanted = rows[order], wanted[order]
-        first = np.searchsorted(wanted, wanted)  # where each list's run starts
-        rank = np.arange(len(rows)) - first
-        take = rank < room[wanted]
-        column[rows[take]] = r
-        room -= np.bincount(wanted[take], minlength=nlist)
-    column[column < 0] = 0
-    out = lists.copy()
-    idx = np.arange(n)
-    out[idx, 0], out[idx, column] = lists[idx, column], lists[idx, 0]
-    return out
 
 
 def load_lists(path: str | os.PathLike) -> np.ndarray | None:

@@ -94,13 +94,7 @@ def index_pair(
         for shard, npy in enumerate(shards):
             lists = work_dir / f"{name}.{shard:04d}.lists.npz"
             if not lists.exists():
-                fill_index(
-                    trained,
-                    npy,
-                    lists,
-                    nprobe=cfg.index.nprobe,
-                    capacity=cfg.index.list_capacity,
-                )
+                fill_index(trained, npy, lists, nprobe=cfg.index.nprobe)
             files[name].append(lists)
     return files
 
