@@ -133,12 +133,11 @@ def index_config(args, nprobe: int):
     from psp.mine.config import IndexConfig
 
     given = {"nlist": args.nlist, "train_per_list": args.train_per_list}
-    given |= {"train_iters": args.train_iters}
-    return IndexConfig(
-        ivf_min_size=args.ivf_min_size,
-        nprobe=nprobe,
-        **{key: value for key, value in given.items() if value is not None},
-    )
+    given |= {"train_iters": args.train_iters, "list_split": args.list_split}
+    given = {key: value for key, value in given.items() if value is not None}
+    if args.list_split == 0:
+        given["list_split"] = None
+    return IndexConfig(ivf_min_size=args.ivf_min_size, nprobe=nprobe, **given)
 
 
 def run_job(name: str, out: Path, args, **params) -> dict:
@@ -382,6 +381,9 @@ def main() -> None:
     parser.add_argument("--nprobe", type=int, nargs="+", default=[IndexConfig().nprobe])
     parser.add_argument("--train-per-list", type=int, default=None, help="default: IndexConfig's")
     parser.add_argument("--train-iters", type=int, default=None, help="default: IndexConfig's")
+    parser.add_argument(
+        "--list-split", type=float, default=None, help="default: IndexConfig's; 0: no split"
+    )
     parser.add_argument("--ivf-min-size", type=int, default=1, help="1: always IVF")
     parser.add_argument("--threshold", type=float, default=1.06)
     parser.add_argument("--planted", type=float, default=0.1, help="share of target rows planted")

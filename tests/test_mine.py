@@ -281,6 +281,34 @@ def test_ivf_recall_against_exact_with_few_lists_probed(tmp_path):
         np.testing.assert_allclose(dist[found], rescored[found], atol=1e-5)
 
 
+def test_large_lists_are_split_and_the_knn_work_falls(tmp_path):
+    """More tight clusters than lists, so k-means lists merge clusters, some many: split, no
+    list holds much more than ``list_split`` × the mean, the kNN work (Σ probes × stored) falls,
+    and recall against exact search does not."""
+    from psp.mine.ivf import ivf_knn_both_directions
+
+    rng = np.random.default_rng(5)
+    centres = unit(rng, 100, 32)
+    x = np.repeat(centres, 60, axis=0) + 0.1 * unit(rng, 6000, 32)
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    xp, xs = sharded(tmp_path, "x", x, 1)
+    _, exact = brute(x, x, 4)
+    results = {}
+    for split in (None, 1.5):
+        cfg = IndexConfig(ivf_min_size=1, nlist=40, nprobe=3, train_per_list=150, list_split=split)
+        train_index(xs, xs, cfg, tmp_path / "q.faiss")
+        lists = fill_index(tmp_path / "q.faiss", xs[0], tmp_path / "l.npz", nprobe=3)
+        nlist = int(lists.max()) + 1
+        stored = np.bincount(lists[:, 0], minlength=nlist)
+        work = np.bincount(lists.ravel(), minlength=nlist) @ stored
+        (_, ids), _ = ivf_knn_both_directions(x, x, src_lists=lists, tgt_lists=lists, k=4)
+        recall = np.mean([len(set(a) & set(e)) / 4 for a, e in zip(ids, exact, strict=True)])
+        results[split] = nlist, stored.max() / len(x) * nlist, work, recall
+    (n0, top0, work0, recall0), (n1, top1, work1, recall1) = results[None], results[1.5]
+    assert top0 >= 2 and top1 < 1.8 and n1 > n0 == 40, results
+    assert work1 < 0.8 * work0 and recall1 > recall0 - 0.01, results
+
+
 def test_ivf_rows_with_too_few_candidates_are_padded():
     """A query whose probed lists hold fewer than k rows gets (-inf, -1) in the free places."""
     from psp.mine.ivf import ivf_knn_both_directions

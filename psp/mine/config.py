@@ -58,6 +58,7 @@ class IndexConfig:
     train_size: int | None  # None: train_per_list * nlist, at most n
     train_per_list: int
     train_iters: int
+    list_split: float | None  # None: k-means list sizes as trained
     seed: int
 
     def nlist_for(self, n: int) -> int:
