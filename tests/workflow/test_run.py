@@ -196,7 +196,8 @@ def test_mismatched_bitext_fails_cleanly(mirror_slice, tmp_path):
     """Sides of different lengths: an error naming both files, and no output left behind."""
     mirror = tmp_path / "mirror"
     (mirror / "bitext/es-en").mkdir(parents=True)
-    for corpus in ("wmt-newstest", "un-v1.0-dev-test"):
+    corpora = yaml.safe_load((REPO / "config.yaml").read_text())["models"]["es-en"]["corpora"]
+    for corpus in (ref.rsplit("/", 1)[1] for ref in corpora):
         for lang in ("es", "en"):
             name = f"bitext/es-en/{corpus}.{lang}.gz"
             lines = gzip.open(mirror_slice / name, "rt").read().splitlines()
