@@ -29,6 +29,16 @@ SRC = np.array([3, 0, 1, 1])
 TGT = np.array([3, 0, 1, 2])
 
 
+#: de-en has no TICO-19: its dev and test gold both name ntrex128, split in two halves.
+DE_NTREX = BuccData(
+    dev_gold="bitext/de-en/ntrex128",
+    test_gold="bitext/de-en/ntrex128",
+    src_lang="de",
+    src_distractors=("bitext/de-en/wmt-newstest.de.gz",),
+    n_distractors=100,
+)
+
+
 def test_precision_recall_curve_by_hand():
     curve = precision_recall_curve(SCORES, SRC, TGT, GOLD)
     np.testing.assert_allclose(curve.thresholds, [0.9, 0.8, 0.7, 0.6])
@@ -91,13 +101,7 @@ def test_pr_plot_is_written(tmp_path):
 
 def test_one_gold_corpus_is_split_into_disjoint_dev_and_test_halves(shared_data):
     """de-en has no TICO-19: dev and test name ntrex128, whose pairs are then split in two."""
-    data = BuccData(
-        dev_gold="bitext/de-en/ntrex128",
-        test_gold="bitext/de-en/ntrex128",
-        src_lang="de",
-        src_distractors=("bitext/de-en/wmt-newstest.de.gz",),
-        n_distractors=100,
-    )
+    data = DE_NTREX
     tasks = load_tasks(shared_data, data)
     gold = {
         split: {(src[i], tgt[j]) for i, j in pairs} for split, (src, tgt, pairs) in tasks.items()
@@ -146,13 +150,7 @@ def test_auto_threshold_names_a_bucc_file_without_a_dev_threshold(tmp_path):
 
 def test_dev_gold_pairs_are_the_dev_tasks_gold(shared_data):
     """What a bitext model is selected on: the dev task's gold pairs, never the test task's."""
-    data = BuccData(
-        dev_gold="bitext/de-en/ntrex128",
-        test_gold="bitext/de-en/ntrex128",
-        src_lang="de",
-        src_distractors=("bitext/de-en/wmt-newstest.de.gz",),
-        n_distractors=100,
-    )
+    data = DE_NTREX
     src, tgt = dev_gold_pairs(shared_data, data)
     tasks = load_tasks(shared_data, data)
     as_pairs = {split: {(s[i], t[j]) for i, j in gold} for split, (s, t, gold) in tasks.items()}
