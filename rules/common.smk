@@ -225,12 +225,17 @@ def get_knn_parts(wildcards):
     )
 
 
+def bucc_data_files(pair):
+    """The data files of a `bucc` entry's task, in the order of `wc.bucc_refs`."""
+    refs = wc.bucc_refs(BUCC_PAIRS[pair])
+    return [str(path) for path in wc.refs_files(DATA_ROOT, refs, pair.split("-"))]
+
+
 def get_bucc_inputs(wildcards):
     """The model's files and, in the order of `wc.bucc_refs`, the files of every ref."""
     entry = BUCC_PAIRS[wildcards.bucc]
-    data = wc.refs_files(DATA_ROOT, wc.bucc_refs(entry), wildcards.bucc.split("-"))
     return model_files(f"results/models/{entry['model']}") | {
-        "data": [str(path) for path in data]
+        "data": bucc_data_files(wildcards.bucc)
     }
 
 
@@ -250,10 +255,7 @@ def get_train_inputs(wildcards):
     }
     pair = selection_bucc(wildcards.model)
     if pair is not None:
-        refs = wc.bucc_refs(BUCC_PAIRS[pair])
-        inputs["bitext_dev"] = [
-            str(p) for p in wc.refs_files(DATA_ROOT, refs, pair.split("-"))
-        ]
+        inputs["bitext_dev"] = bucc_data_files(pair)
     return inputs
 
 
