@@ -320,6 +320,25 @@ def test_ivf_rows_with_too_few_candidates_are_padded():
     assert fi[3].tolist() == [3, -1, -1]
 
 
+def test_ivf_product_serves_both_of_its_sides():
+    """A list's product scores its probing rows against its stored rows, and the scores count
+    for the stored rows too: a source row found by a target query that probes the source row's
+    list is the source row's candidate, though the source row probes no list the target row is
+    stored in. A candidate found both ways is counted once."""
+    from psp.mine.ivf import ivf_knn_both_directions
+
+    x, y = np.array([[1.0, 0.0]], np.float32), np.array([[0.6, 0.8]], np.float32)
+    (fd, fi), (bd, bi) = ivf_knn_both_directions(
+        x, y, src_lists=np.array([[0]]), tgt_lists=np.array([[1, 0]]), k=2
+    )
+    assert fi.tolist() == [[0, -1]] and bi.tolist() == [[0, -1]]
+    assert fd[0, 0] == pytest.approx(0.6) and bd[0, 0] == pytest.approx(0.6)
+    (_, fi), (_, bi) = ivf_knn_both_directions(
+        x, y, src_lists=np.array([[0, 1]]), tgt_lists=np.array([[1, 0]]), k=2
+    )
+    assert fi.tolist() == [[0, -1]] and bi.tolist() == [[0, -1]]
+
+
 def test_exactly_searched_pair_has_empty_index_files(tmp_path):
     from psp.mine.index import uses_ivf, write_no_index
 

@@ -63,13 +63,9 @@ def register(subparsers) -> None:
         flags={"n_shards": "--shards"},
     )
     index_keys = parser.add_argument_group(
-        "IVF search keys (without --ivf-min-size every pair is searched exactly)"
+        "IVF search keys (a pair below --ivf-min-size rows is searched exactly)"
     )
-    add_key_flags(
-        index_keys,
-        config_keys(IndexConfig),
-        dataclasses.asdict(IndexConfig()) | {"ivf_min_size": None},
-    )
+    add_key_flags(index_keys, config_keys(IndexConfig), dataclasses.asdict(IndexConfig()))
     parser.set_defaults(func=run)
 
 

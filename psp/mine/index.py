@@ -139,8 +139,8 @@ def split_large_lists(sample: np.ndarray, centroids: np.ndarray, cfg: IndexConfi
     that of equal lists at 1M rows. Split, such a region gets lists of its own, rows stay in
     their nearest list and ``nlist`` grows a little (4,000 to 5,105 at 1M, the kNN's work 3.99
     to 1.40 × equal lists; recall unchanged on the synthetic benchmark at 100k and 300k; on real
-    es-en embeddings, whose neighbourhoods are flat, recall@4 fell 0.70 to 0.66 for 0.67 × the
-    work: docs/mining.md, Sizing).
+    es-en embeddings, whose neighbourhoods are flat, recall@4 of the one-sided search fell 0.70
+    to 0.66 for 0.67 × the work).
     """
     assign = faiss.IndexFlatIP(centroids.shape[1])
     assign.add(centroids)
