@@ -101,7 +101,7 @@ def knn_rows(src_lists: np.ndarray, tgt_lists: np.ndarray, nlist: int) -> float:
     return float(done + count(tgt_lists, slice(None)) @ count(src_lists, slice(0, 1)))
 
 
-def run(args, paths, truth, nprobe: int) -> dict:
+def run(args, paths, truth, *, nlist: int | None, nprobe: int) -> dict:
     import faiss
 
     from psp.mine.config import IndexConfig
@@ -109,7 +109,7 @@ def run(args, paths, truth, nprobe: int) -> dict:
     from psp.mine.ivf import ivf_knn_both_directions
 
     split = {} if args.list_split is None else {"list_split": args.list_split or None}
-    cfg = IndexConfig(ivf_min_size=1, nprobe=nprobe, **split)
+    cfg = IndexConfig(ivf_min_size=1, nlist=nlist, nprobe=nprobe, **split)
     t0 = time.perf_counter()
     trained = args.work / "trained.faiss"
     train_index([paths["es"]], [paths["en"]], cfg, trained)
@@ -162,6 +162,9 @@ def main() -> None:
     parser.add_argument(
         "--work", type=Path, required=True, help="cache of embeddings and exact kNN"
     )
+    parser.add_argument(
+        "--nlist", type=int, nargs="+", default=[None], help="default: the IndexConfig rule"
+    )
     parser.add_argument("--nprobe", type=int, nargs="+", default=[16])
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument(
@@ -172,8 +175,10 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     paths = embeddings(args)
     truth = exact(args, paths)
-    for nprobe in args.nprobe:
-        print(json.dumps({"nprobe": nprobe} | run(args, paths, truth, nprobe)), flush=True)
+    for nlist in args.nlist:
+        for nprobe in args.nprobe:
+            result = run(args, paths, truth, nlist=nlist, nprobe=nprobe)
+            print(json.dumps({"nprobe": nprobe} | result), flush=True)
 
 
 if __name__ == "__main__":
