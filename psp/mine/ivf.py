@@ -120,7 +120,7 @@ def _unique_top_k(dist: torch.Tensor, ids: torch.Tensor, k: int) -> tuple[torch.
 
     An id is among a row's candidates at most twice (once in the slot of the list it is stored
     in, once in the row's own-list slot), so the row's ``2k`` best candidates hold its ``k``
-    best distinct ids: those are deduplicated, not all ``(nprobe + 1) · k`` (a third of the
+    best distinct ids: those are deduplicated, not all ``(nprobe + 1) · k`` (0.4 × the
     time of sorting them all).
     """
     if dist.shape[1] > 2 * k:
