@@ -4,14 +4,17 @@ only their owner can read, and temporaries left by a killed run."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import pickle
+import platform
 import shutil
 import signal
 import socket
 import stat
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -107,24 +110,70 @@ def test_a_killed_run_leaves_temporaries_that_the_next_run_removes(
     assert np.load(out).shape == (50, 16)
 
 
-def test_sigterm_removes_the_temporary_output(tiny_model, news, tmp_path):
-    """``psp embed`` terminated while it streams stdin into its output: no output, no temporary."""
-    out = tmp_path / "out.npy"
+def _embedding_from_an_open_pipe(model, lines, out) -> subprocess.Popen:
+    """``psp embed`` reading ``lines`` from a pipe left open, once it writes its temporary."""
     proc = subprocess.Popen(
-        [str(PSP), "embed", "--model", str(tiny_model), "--input", "-", "--output", str(out)],
+        [str(PSP), "embed", "--model", str(model), "--input", "-", "--output", str(out)],
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    proc.stdin.write("".join(f"{line}\n" for line in news * 4).encode())
+    proc.stdin.write("".join(f"{line}\n" for line in lines).encode())
     proc.stdin.flush()
     deadline = time.monotonic() + 60
-    while not temporaries(tmp_path) and time.monotonic() < deadline:
+    while not temporaries(out.parent) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert temporaries(tmp_path), "psp embed never started writing"
-    proc.send_signal(signal.SIGTERM)
+    assert temporaries(out.parent), "psp embed never started writing"
+    return proc
+
+
+def _assert_terminated_cleanly(proc: subprocess.Popen, out) -> None:
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     assert "Traceback" not in proc.stderr.read().decode()
-    assert temporaries(tmp_path) == [] and not out.exists()
+    assert temporaries(out.parent) == [] and not out.exists()
+
+
+def test_sigterm_removes_the_temporary_output(tiny_model, news, tmp_path):
+    """``psp embed`` terminated while it streams stdin into its output: no output, no temporary."""
+    out = tmp_path / "out.npy"
+    proc = _embedding_from_an_open_pipe(tiny_model, news * 4, out)
+    proc.send_signal(signal.SIGTERM)
+    _assert_terminated_cleanly(proc, out)
+
+
+TGKILL = {"x86_64": 234, "aarch64": 131}  # Linux syscall numbers
+
+
+def _wait_until_idle(pid: int, *, quiet_s: float = 1.0) -> None:
+    """Until the main thread has slept for ``quiet_s``: all input done, waiting on the pipe."""
+    deadline, quiet_since = time.monotonic() + 60, time.monotonic()
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/task/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+        now = time.monotonic()
+        if state != "S":
+            quiet_since = now
+        elif now - quiet_since >= quiet_s:
+            return
+        time.sleep(0.02)
+    raise AssertionError("psp embed never went idle on its open pipe")
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or platform.machine() not in TGKILL, reason="tgkill is Linux's"
+)
+def test_sigterm_delivered_to_a_worker_thread_still_ends_the_run(tiny_model, news, tmp_path):
+    """The kernel gives a process's SIGTERM to any of its threads. Taken by a worker thread, it
+    never interrupted the main thread's read of an idle pipe, and ``psp embed`` waited forever
+    (one run in a few hundred on a loaded machine); here it is sent to each worker on purpose."""
+    out = tmp_path / "out.npy"
+    proc = _embedding_from_an_open_pipe(tiny_model, news * 4, out)
+    _wait_until_idle(proc.pid)
+    workers = [int(tid) for tid in os.listdir(f"/proc/{proc.pid}/task") if int(tid) != proc.pid]
+    assert workers, "psp embed runs no worker thread"
+    syscall = ctypes.CDLL(None, use_errno=True).syscall
+    for tid in workers:  # the first to take it ends the run: later ones may find it gone
+        syscall(TGKILL[platform.machine()], proc.pid, tid, signal.SIGTERM)
+    _assert_terminated_cleanly(proc, out)
 
 
 def test_sentences_without_a_known_piece_never_score_as_a_match(tiny_model):

@@ -8,9 +8,9 @@ the two keeps memory at a few batches whatever the input size.
 
 Input is read in blocks of at most :data:`READ_BYTES`, each decoded and split in one call: a line
 at a time, the Python generators cost about as much CPU as pooling the line. A block is what one
-read returns (``read1``): a pipe gives what it holds, so lines are processed as they arrive, and
-a SIGTERM that interrupts the read is handled at once (``read`` of a full block ignored it while
-it waited for more input on a pipe left open).
+read returns: a pipe gives what it holds, so lines are processed as they arrive, and a pipe on
+standard input is waited on with ``select`` in short steps, so that a SIGTERM is handled within
+:data:`SIGNAL_POLL_S` even while the pipe stays open and idle (see :func:`_read_blocks`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import contextlib
 import gzip
 import os
 import queue
+import select
+import stat
 import sys
 import threading
 import zlib
@@ -29,6 +31,7 @@ from psp.io import InputError, open_binary
 
 STDIN = "-"
 READ_BYTES = 1 << 20
+SIGNAL_POLL_S = 0.2
 T = TypeVar("T")
 _END = object()
 
@@ -70,7 +73,7 @@ def _iter_line_blocks(path: str) -> Iterator[list[str]]:
         source = contextlib.nullcontext(sys.stdin.buffer) if path == STDIN else open_binary(path)
         with source as handle:
             tail = b""
-            while chunk := handle.read1(READ_BYTES):
+            for chunk in _read_blocks(handle, stdin=path == STDIN):
                 data = tail + chunk
                 cut = data.rfind(b"\n") + 1
                 tail = data[cut:]
@@ -84,6 +87,40 @@ def _iter_line_blocks(path: str) -> Iterator[list[str]]:
         raise InputError(
             f"{name}: corrupt or truncated compressed file after line {lineno}: {err}"
         ) from err
+
+
+def _read_blocks(handle, *, stdin: bool) -> Iterator[bytes]:
+    """What each read of ``handle`` returns, until end of file.
+
+    Standard input may be a pipe that stays open and idle. Python runs a signal's handler in the
+    main thread, but the kernel may deliver the signal to any thread: delivered to a worker, it
+    does not interrupt the main thread's ``read``, which then waits for input that never comes
+    while the SIGTERM that should end the process stays pending. So a pipe or terminal is read
+    only once ``select`` says it holds data, waiting at most :data:`SIGNAL_POLL_S` at a time,
+    and a pending handler runs within that.
+    """
+    fd = _waitable_fd(handle) if stdin else None
+    if fd is None:
+        while chunk := handle.read1(READ_BYTES):
+            yield chunk
+        return
+    while True:
+        while not select.select([fd], [], [], SIGNAL_POLL_S)[0]:
+            pass
+        chunk = os.read(fd, READ_BYTES)  # the fd itself: nothing of it is buffered above it
+        if not chunk:
+            return
+        yield chunk
+
+
+def _waitable_fd(handle) -> int | None:
+    """The file descriptor of a pipe, socket or terminal behind ``handle``, else None."""
+    try:
+        fd = handle.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):
+        return None
+    return fd if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode) else None
 
 
 def _decode_lines(raw: bytes, name: str, before: int) -> list[str]:
