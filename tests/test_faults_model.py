@@ -164,7 +164,7 @@ def _wait_until_idle(pid: int, *, quiet_s: float = 1.0) -> None:
 def test_sigterm_delivered_to_a_worker_thread_still_ends_the_run(tiny_model, news, tmp_path):
     """The kernel gives a process's SIGTERM to any of its threads. Taken by a worker thread, it
     never interrupted the main thread's read of an idle pipe, and ``psp embed`` waited forever
-    (one run in a few hundred on a loaded machine); here it is sent to each worker on purpose."""
+    (one run in about 40 on a loaded machine); here it is sent to each worker on purpose."""
     out = tmp_path / "out.npy"
     proc = _embedding_from_an_open_pipe(tiny_model, news * 4, out)
     _wait_until_idle(proc.pid)
