@@ -9,8 +9,9 @@ English news) with a trained model and compares, per setting, the IVF search (th
 
 - recall@k of each direction against exact search over all rows (every row a query);
 - the share of the exactly mined pairs (margin, retrieval, threshold) that IVF mining keeps;
-- the kNN's rows compared against what equal lists would need (``n_es · nprobe · n_en / nlist``
-  per direction, at the nominal ``nlist``).
+- the kNN's row pairs compared against what equal lists would need (``n_es · n_en · 2 nprobe /
+  nlist`` for ``--compare own_list``, ``· nprobe² / nlist`` for ``common_list``, at the nominal
+  ``nlist``).
 
 Printed: one JSON line per setting. Embeddings and the exact kNN are cached in ``--work``.
 
@@ -94,22 +95,16 @@ def mined(fwd, bwd, args) -> set:
     return set(zip(src[keep].tolist(), tgt[keep].tolist(), strict=True))
 
 
-def knn_rows(src_lists: np.ndarray, tgt_lists: np.ndarray, nlist: int) -> float:
-    """Rows compared by the list-major search, both directions: Σ probes × stored per list."""
-    count = lambda lists, cols: np.bincount(lists[:, cols].ravel(), minlength=nlist)  # noqa: E731
-    done = count(src_lists, slice(None)) @ count(tgt_lists, slice(0, 1))
-    return float(done + count(tgt_lists, slice(None)) @ count(src_lists, slice(0, 1)))
-
-
 def run(args, paths, truth, *, nlist: int | None, nprobe: int) -> dict:
     import faiss
 
     from psp.mine.config import IndexConfig
     from psp.mine.index import fill_index, train_index
-    from psp.mine.ivf import ivf_knn_both_directions
+    from psp.mine.ivf import compared_pairs, ivf_knn_both_directions
 
     split = {} if args.list_split is None else {"list_split": args.list_split or None}
-    cfg = IndexConfig(ivf_min_size=1, nlist=nlist, nprobe=nprobe, **split)
+    cfg = IndexConfig(ivf_min_size=1, nlist=nlist, nprobe=nprobe, compare=args.compare, **split)
+    common = cfg.compare == "common_list"
     t0 = time.perf_counter()
     trained = args.work / "trained.faiss"
     train_index([paths["es"]], [paths["en"]], cfg, trained)
@@ -126,13 +121,14 @@ def run(args, paths, truth, *, nlist: int | None, nprobe: int) -> dict:
     t2 = time.perf_counter()
     src, tgt = np.load(paths["es"]), np.load(paths["en"])
     fwd, bwd = ivf_knn_both_directions(
-        src, tgt, src_lists=lists["es"], tgt_lists=lists["en"], k=args.k
+        src, tgt, src_lists=lists["es"], tgt_lists=lists["en"], k=args.k, common_lists=common
     )
     t3 = time.perf_counter()
     nominal = cfg.nlist_for(max(len(src), len(tgt)))
     nlist = faiss.read_index(str(trained)).ntotal  # more than nominal where lists were split
-    done = knn_rows(lists["es"], lists["en"], nlist)
-    balanced = 2.0 * len(src) * nprobe * len(tgt) / nominal  # equal lists, nominal nlist
+    done = compared_pairs(lists["es"], lists["en"], nlist, common_lists=common)
+    # equal lists at the nominal nlist
+    balanced = len(src) * len(tgt) * (nprobe**2 if common else 2 * nprobe) / nominal
     exact_pairs, ivf_pairs = mined(*truth, args), mined(fwd, bwd, args)
     return {
         "n_es": len(src),
@@ -167,6 +163,7 @@ def main() -> None:
     )
     parser.add_argument("--nprobe", type=int, nargs="+", default=[16])
     parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--compare", choices=["own_list", "common_list"], default="own_list")
     parser.add_argument(
         "--list-split", type=float, default=None, help="default: IndexConfig's; 0: no split"
     )

@@ -134,6 +134,7 @@ def index_config(args, nprobe: int):
 
     given = {"nlist": args.nlist, "train_per_list": args.train_per_list}
     given |= {"train_iters": args.train_iters, "list_split": args.list_split}
+    given |= {"compare": args.compare}
     given = {key: value for key, value in given.items() if value is not None}
     if args.list_split == 0:
         given["list_split"] = None
@@ -200,6 +201,7 @@ def job_knn_shard_pair(out: Path, args, *, src_shard: int, tgt_shard: int, nprob
         out_npz=out / f"knn.{nprobe}.{src_shard}.{tgt_shard}.npz",
         src_lists=src_lists,
         tgt_lists=tgt_lists,
+        common_lists=index_config(args, nprobe).compare == "common_list",
     )
 
 
@@ -379,6 +381,12 @@ def main() -> None:
     parser.add_argument("--shard-rows", type=int, default=SHARD_ROWS)
     parser.add_argument("--nlist", type=int, default=None, help="default: the IndexConfig rule")
     parser.add_argument("--nprobe", type=int, nargs="+", default=[IndexConfig().nprobe])
+    parser.add_argument(
+        "--compare",
+        choices=["own_list", "common_list"],
+        default=None,
+        help="default: IndexConfig's",
+    )
     parser.add_argument("--train-per-list", type=int, default=None, help="default: IndexConfig's")
     parser.add_argument("--train-iters", type=int, default=None, help="default: IndexConfig's")
     parser.add_argument(
@@ -453,7 +461,7 @@ def measure(out: Path, args, n_shards: int) -> dict:
         run["recall_at_k"] = {side: recall(out, side, nprobe, args.k) for side in ("src", "tgt")}
         run["planted_mined"] = planted_mined(out, nprobe)
         if ivf:
-            run["knn_gflop"] = ivf_flop(out, n_shards, nprobe, args.dim) / 1e9
+            run["knn_gflop"] = ivf_flop(out, args, n_shards, nprobe) / 1e9
         report["runs"].append(run)
     if ivf and args.with_exact:
         exact = pipeline(out, args, n_shards=n_shards, nprobe=0, ivf=False, trained=True)
@@ -468,20 +476,23 @@ def measure(out: Path, args, n_shards: int) -> dict:
     return report
 
 
-def ivf_flop(out: Path, n_shards: int, nprobe: int, dim: int) -> float:
-    """Floating-point operations of the list-major products: over the whole grid, each list's
-    probing queries of one side times its stored rows of the other, both directions."""
-    counts = {}
+def ivf_flop(out: Path, args, n_shards: int, nprobe: int) -> float:
+    """Floating-point operations of the list-major products over the whole grid
+    (:func:`psp.mine.ivf.compared_pairs` per shard pair)."""
+    from psp.mine.ivf import compared_pairs
+
+    lists = {}
     for side in ("src", "tgt"):
-        probes = stored = 0
+        lists[side] = []
         for s in range(n_shards):
             with np.load(out / f"{side}.{s}.{nprobe}.lists.npz") as z:
-                lists, nlist = z["lists"], int(z["nlist"])
-            probes = probes + np.bincount(lists.ravel(), minlength=nlist)
-            stored = stored + np.bincount(lists[:, 0], minlength=nlist)
-        counts[side] = probes, stored
-    pairs = counts["src"][0] @ counts["tgt"][1] + counts["tgt"][0] @ counts["src"][1]
-    return 2.0 * dim * float(pairs)
+                lists[side].append(z["lists"])
+                nlist = int(z["nlist"])
+    common = index_config(args, nprobe).compare == "common_list"
+    pairs = sum(
+        compared_pairs(a, b, nlist, common_lists=common) for a in lists["src"] for b in lists["tgt"]
+    )
+    return 2.0 * args.dim * float(pairs)
 
 
 if __name__ == "__main__":

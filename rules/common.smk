@@ -176,7 +176,7 @@ def get_mine_text_params(wildcards):
 def get_mine_params(wildcards):
     """The miner's settings (psp MineConfig keys) for a pair."""
     entry = MINE_PAIRS[wildcards.pair]
-    index = {key: entry[key] for key in ("ivf_min_size", "nlist", "nprobe")}
+    index = {key: entry[key] for key in ("ivf_min_size", "nlist", "nprobe", "compare")}
     keys = ("k", "margin", "retrieval", "threshold", "float16")
     return {key: entry[key] for key in keys} | {
         "n_shards": entry["shards"],

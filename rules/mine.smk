@@ -112,6 +112,7 @@ rule knn_shard_pair:
         mem_mb=4000,
     params:
         k=lambda wildcards: get_mine_params(wildcards)["k"],
+        compare=lambda wildcards: get_mine_params(wildcards)["index"]["compare"],
     script:
         "../workflow_scripts/knn_shard_pair.py"
 

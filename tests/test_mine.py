@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -241,6 +242,7 @@ def _ivf_grid(tmp_path, x, y, cfg, shards=(2, 2)):
             k=4,
             src_lists=load_lists(lists["x", s]),
             tgt_lists=load_lists(lists["y", t]),
+            common_lists=cfg.compare == "common_list",
         )
     return reduce_parts(parts, 4, xp, yp)
 
@@ -262,16 +264,19 @@ def test_ivf_matches_exact_when_probing_every_list(tmp_path):
     assert load_lists(tmp_path / "y2.lists.npz").shape == (300, 8)
 
 
-def test_ivf_recall_against_exact_with_few_lists_probed(tmp_path):
-    """The approximate path (nprobe < nlist) on clustered data: recall@4 against exact search in
-    both directions, and every score it returns is the exact inner product of its pair."""
+@pytest.mark.parametrize(("compare", "nprobe"), [("own_list", 2), ("common_list", 1)])
+def test_ivf_recall_against_exact_with_few_lists_probed(tmp_path, compare, nprobe):
+    """The approximate path (nprobe < nlist) on clustered data, either way of choosing the
+    pairs: recall@4 against exact search in both directions, and every score it returns is the
+    exact inner product of its pair."""
     rng = np.random.default_rng(11)
     centres = unit(rng, 40, 32)
     x = centres[rng.integers(0, 40, 3000)] + 0.8 * unit(rng, 3000, 32)
     y = x[rng.permutation(3000)] + 0.1 * unit(rng, 3000, 32)
     x, y = (a / np.linalg.norm(a, axis=1, keepdims=True) for a in (x, y))
     x, y = x.astype(np.float32), y.astype(np.float32)
-    fwd, bwd = _ivf_grid(tmp_path, x, y, IndexConfig(ivf_min_size=1000, nlist=32, nprobe=2))
+    cfg = IndexConfig(ivf_min_size=1000, nlist=32, nprobe=nprobe, compare=compare)
+    fwd, bwd = _ivf_grid(tmp_path, x, y, cfg)
     for (dist, ids), (queries, base) in zip((fwd, bwd), ((x, y), (y, x)), strict=True):
         _, exact = brute(queries, base, 4)
         recall = np.mean([len(set(a) & set(e)) / 4 for a, e in zip(ids, exact, strict=True)])
@@ -283,9 +288,10 @@ def test_ivf_recall_against_exact_with_few_lists_probed(tmp_path):
 
 def test_large_lists_are_split_and_the_knn_work_falls(tmp_path):
     """More tight clusters than lists, so k-means lists merge clusters, some many: split, no
-    list holds much more than ``list_split`` × the mean, the kNN work (Σ probes × stored) falls,
-    and recall against exact search does not."""
-    from psp.mine.ivf import ivf_knn_both_directions
+    list holds much more than ``list_split`` × the mean, the kNN work (Σ over the lists of the
+    probing rows of one side times those of the other) falls, and recall against exact search
+    does not."""
+    from psp.mine.ivf import compared_pairs, ivf_knn_both_directions
 
     rng = np.random.default_rng(5)
     centres = unit(rng, 100, 32)
@@ -300,7 +306,7 @@ def test_large_lists_are_split_and_the_knn_work_falls(tmp_path):
         lists = fill_index(tmp_path / "q.faiss", xs[0], tmp_path / "l.npz", nprobe=3)
         nlist = int(lists.max()) + 1
         stored = np.bincount(lists[:, 0], minlength=nlist)
-        work = np.bincount(lists.ravel(), minlength=nlist) @ stored
+        work = compared_pairs(lists, lists, nlist)
         (_, ids), _ = ivf_knn_both_directions(x, x, src_lists=lists, tgt_lists=lists, k=4)
         recall = np.mean([len(set(a) & set(e)) / 4 for a, e in zip(ids, exact, strict=True)])
         results[split] = nlist, stored.max() / len(x) * nlist, work, recall
@@ -337,6 +343,44 @@ def test_ivf_product_serves_both_of_its_sides():
         x, y, src_lists=np.array([[0, 1]]), tgt_lists=np.array([[1, 0]]), k=2
     )
     assert fi.tolist() == [[0, -1]] and bi.tolist() == [[0, -1]]
+
+
+def test_ivf_compares_the_rows_that_probe_a_common_list():
+    """Two rows are compared when they probe a common list, whichever of their probes it is,
+    and one product scores the pair for both directions; a pair probing two common lists is
+    one candidate, not two."""
+    from psp.mine.ivf import ivf_knn_both_directions
+
+    x, y = np.array([[1.0, 0.0]], np.float32), np.array([[0.6, 0.8]], np.float32)
+    search = functools.partial(ivf_knn_both_directions, x, y, k=2, common_lists=True)
+    (_, fi), (_, bi) = search(src_lists=np.array([[0, 2]]), tgt_lists=np.array([[1, 3]]))
+    assert fi.tolist() == [[-1, -1]] and bi.tolist() == [[-1, -1]]
+    (fd, fi), (bd, bi) = search(src_lists=np.array([[0, 2]]), tgt_lists=np.array([[1, 2]]))
+    assert fi.tolist() == [[0, -1]] and bi.tolist() == [[0, -1]]
+    assert fd[0, 0] == pytest.approx(0.6) and bd[0, 0] == pytest.approx(0.6)
+    (_, fi), (_, bi) = search(src_lists=np.array([[0, 1]]), tgt_lists=np.array([[1, 0]]))
+    assert fi.tolist() == [[0, -1]] and bi.tolist() == [[0, -1]]
+
+
+@pytest.mark.parametrize("common", [False, True])
+def test_ivf_products_in_chunks_give_the_same_neighbours(monkeypatch, common):
+    """A list probed by more rows than one product holds is multiplied in chunks of source
+    rows, each target row's top-k merged over the chunks: the same result as one product."""
+    from psp.mine import ivf
+
+    rng = np.random.default_rng(8)
+    x, y = unit(rng, 500, 16).astype(np.float32), unit(rng, 400, 16).astype(np.float32)
+    lx, ly = rng.integers(0, 6, (500, 2)), rng.integers(0, 6, (400, 2))
+    whole = ivf.ivf_knn_both_directions(
+        x, y, src_lists=lx, tgt_lists=ly, k=5, common_lists=common, threads=2
+    )
+    monkeypatch.setattr(ivf, "PRODUCT_SIZE", 700)  # chunks of 7 or so source rows
+    chunked = ivf.ivf_knn_both_directions(
+        x, y, src_lists=lx, tgt_lists=ly, k=5, common_lists=common, threads=2
+    )
+    for (d0, i0), (d1, i1) in zip(whole, chunked, strict=True):
+        np.testing.assert_array_equal(i0, i1)
+        np.testing.assert_allclose(d0, d1, atol=1e-6)
 
 
 def test_exactly_searched_pair_has_empty_index_files(tmp_path):

@@ -41,9 +41,12 @@ class IndexConfig:
     A pair whose sides hold fewer than ``ivf_min_size`` rows in geometric mean
     (``sqrt(n_src · n_tgt)``: exact search costs ``n_src · n_tgt`` products) is searched exactly
     (blockwise matrix products). From there on the rows are assigned to ``nlist`` inverted lists by one
-    spherical k-means quantizer per pair, and each row is compared with the rows of the
-    ``nprobe`` lists nearest to it, list by list, as matrix products over the stored embeddings:
-    the scores are the exact inner products, only the candidates are approximate.
+    spherical k-means quantizer per pair, each row probes the ``nprobe`` lists nearest to it
+    and is stored in the first, and the pairs are scored list by list, as matrix products over
+    the stored embeddings: the scores are the exact inner products, only the candidates are
+    approximate. ``compare`` says which pairs: ``own_list``, those whose one row probes the
+    other's own list; ``common_list``, those whose rows probe a common list (more pairs, faster
+    products, and the recall that flat real-embedding neighbourhoods need).
 
     Every row's coarse assignment costs ``nlist`` inner products and its scan ``nprobe · n /
     nlist``; ``nlist = sqrt(nprobe · n)`` makes the two equal, which minimises their sum. The
@@ -55,6 +58,7 @@ class IndexConfig:
     ivf_min_size: int
     nlist: int | None  # None: sqrt(nprobe * n), assignment and scan in balance
     nprobe: int
+    compare: Literal["own_list", "common_list"]
     train_size: int | None  # None: train_per_list * nlist, at most n
     train_per_list: int
     train_iters: int
@@ -80,7 +84,7 @@ class IndexConfig:
     "#/definitions/mine_library",
     rename={"n_shards": "shards"},
     exclude=("model", "src", "tgt", "min_tokens", "max_tokens", "langid")
-    + ("ivf_min_size", "nlist", "nprobe"),
+    + ("ivf_min_size", "nlist", "nprobe", "compare"),
 )
 class MineConfig:
     """Margin-based bitext mining (Artetxe & Schwenk, 2019) settings.

@@ -3,22 +3,29 @@
 Searched query by query, an inverted file reads every probed list once per query: for each of
 ``nprobe`` lists a few hundred rows of 4 KiB, decoded vector by vector, so the search is bound by
 memory traffic. Searched list by list (the pattern of Faiss's ``contrib/big_batch_search.py``),
-the same work is one matrix product per list: all the queries that probe the list against the
-list's rows. Each row of both shards was assigned once to its ``nprobe`` nearest lists
-(:func:`psp.mine.index.fill_index`); it is stored in the first of them and probes all of them.
+the same work is a few matrix products per list. Each row of both shards was assigned once to
+its ``nprobe`` nearest lists (:func:`psp.mine.index.fill_index`) and is stored in the first.
+Each product counts for both of its sides: its row-wise top-k gives its rows candidates, its
+column-wise top-k its columns. Which pairs are scored (``IndexConfig.compare``):
+
+- ``own_list`` (``common_lists=False``): per list, the source rows probing it against the
+  target rows stored in it, and the source rows stored in it against the other target rows
+  probing it. A pair is compared when either row probes the other's own list. The products are
+  thin (hundreds of probing rows against tens of stored ones); on the synthetic benchmark this
+  is the fastest way to a given recall.
+- ``common_list``: per list, the source rows probing it against the target rows probing it. A
+  pair is compared when the two rows probe a common list: ``nprobe / 2`` times the pairs at equal
+  ``nprobe``, but in products of hundreds of rows on both sides, which run near the machine's
+  matrix-product rate, and the added pairs are near ones that lie across a list boundary. On
+  the es-en model's embeddings, whose neighbourhoods are flat, recall@4 at ``nprobe`` 16 rose
+  from 0.80 / 0.73 to 0.95 / 0.93 for 3 times the kNN time (docs/mining.md, Sizing).
 
 The products run over the stored embeddings in float32, so every score is the exact inner
-product; only which rows are compared is approximate. Each product counts for both of its sides:
-its row-wise top-k gives the probing rows candidates (the rows stored in a list they probe), its
-column-wise top-k gives the stored rows candidates (the rows of the other side that probe their
-list). A pair is thus compared when either row probes the other's list, at no extra
-multiply-add; on the es-en model's embeddings, whose neighbourhoods are flat, this raised
-recall@4 at ``nprobe`` 16 from 0.68 / 0.62 to 0.80 / 0.73 in the same kNN time (docs/mining.md,
-Sizing). A row has a slot of ``k`` per probed list and one for its own list; after all lists its
-``(nprobe + 1) · k`` candidates, a row found both ways counted once, are reduced to its top-k.
-The shards are read in blocks of at most ``block_rows`` rows, so a job holds two blocks, not two
-shards, and the lists are split over ``threads`` workers (NumPy, torch and Faiss release the GIL;
-the products per list are too small to split well inside one product).
+product; only which rows are compared is approximate. A row has a slot of ``k`` per probed list;
+after all lists its ``nprobe · k`` candidates, a row found in several lists counted once, are
+reduced to its top-k. The shards are read in blocks of at most ``block_rows`` rows, so a job
+holds two blocks, not two shards, and the lists are split over ``threads`` workers (NumPy and
+torch release the GIL; the products per list are too small to split well inside one product).
 """
 
 from __future__ import annotations
@@ -34,77 +41,87 @@ from threadpoolctl import threadpool_limits
 from psp.mine.index import KNN
 from psp.mine.shards import read_rows
 
+#: Most scores one product holds (16 MiB of float32): larger lists are multiplied in chunks.
+PRODUCT_SIZE = 1 << 22
+
 
 @dataclass
 class Buckets:
-    """Rows grouped by list: the rows of list ``l`` are ``rows[bounds[l]:bounds[l + 1]]``."""
+    """Probe entries grouped by list, those stored in the list first: the entries of list
+    ``l`` are ``entries[bounds[2l]:bounds[2l + 2]]``, its stored rows' ``[bounds[2l]:bounds[2l +
+    1]]``. An entry is ``row * nprobe + rank`` (rank 0: the row's own list)."""
 
-    rows: torch.Tensor  # int64; for probes, entries row * nprobe + probe of the assignments
-    bounds: np.ndarray  # int64 (nlist + 1,)
+    entries: torch.Tensor  # int64
+    bounds: np.ndarray  # int64 (2 nlist + 1,)
 
 
 def buckets(lists: np.ndarray, nlist: int) -> Buckets:
-    """Group the entries of ``lists`` (rows × width) by list number, in row order within a list
-    (a stable sort: NumPy's radix sort for list numbers that fit 16 bits, four times faster)."""
-    flat = np.ascontiguousarray(lists).ravel()
-    flat = flat.astype(np.uint16 if nlist <= 1 << 16 else np.int64, copy=False)
-    order = np.argsort(flat, kind="stable")
-    bounds = np.searchsorted(flat[order], np.arange(nlist + 1))
+    """Group the entries of ``lists`` (rows × nprobe) by list, own entries first, in row order
+    within each group (a stable sort: NumPy's radix sort for keys that fit 16 bits, four times
+    faster)."""
+    key = 2 * np.asarray(lists, dtype=np.int64) + (np.arange(lists.shape[1]) > 0)
+    key = key.ravel().astype(np.uint16 if 2 * nlist <= 1 << 16 else np.int64)
+    order = np.argsort(key, kind="stable")
+    bounds = np.searchsorted(key[order], np.arange(2 * nlist + 1))
     return Buckets(torch.from_numpy(order), bounds)
 
 
 class Side:
-    """One block's rows, where they are stored and which lists they probe, and its candidates.
+    """One block's rows, the lists each probes, and a candidate slot of ``k`` per probed list.
 
-    A row has ``nprobe + 1`` candidate slots of ``k``: one per probed list (the other side's
-    rows stored there, as the row's query found them) and one for its own list (the other
-    side's rows probing it, as their queries found the row). Both kinds of slot are kept in
-    list order, so that a list's slots are one contiguous range: its probing rows' slots are
-    Faiss heaps filled straight from the product, its stored rows' slots one slice.
+    The slots are kept in the order of :func:`buckets`, so that the rows probing a list, those
+    stored in it and the others are each one contiguous range of slots: every product of a list
+    merges its row-wise top-k into one range and its column-wise top-k into another. A slot's
+    ids are slots of the other side (:meth:`top_k` turns them into rows).
     """
 
     def __init__(self, x: np.ndarray, lists: np.ndarray, *, nlist: int, k: int):
         self.x, self.k = torch.from_numpy(x), k
         self.nprobe = lists.shape[1]
         self.probes = buckets(lists, nlist)
-        self.stored = buckets(lists[:, :1], nlist)
-        self.probe_dist = np.empty((len(x) * self.nprobe, k), dtype=np.float32)
-        self.probe_pos = np.empty((len(x) * self.nprobe, k), dtype=np.int64)
-        self.heaps = _heaps(self.probe_dist, self.probe_pos)
-        self.heaps.heapify()
-        self.own_dist = np.full((len(x), k), -np.inf, dtype=np.float32)
-        self.own_ids = np.full((len(x), k), -1, dtype=np.int64)
+        self.dist = np.empty((len(x) * self.nprobe, k), dtype=np.float32)
+        self.pos = np.empty((len(x) * self.nprobe, k), dtype=np.int64)
+        self.heaps = _heaps(self.dist, self.pos)
+        self.heaps.heapify()  # (-inf, -1) everywhere
 
-    def probing(self, lst: int) -> tuple[int, int, torch.Tensor]:
-        """The slot range of the rows probing ``lst``, and the rows."""
-        q0, q1 = self.probes.bounds[lst], self.probes.bounds[lst + 1]
-        return q0, q1, self.probes.rows[q0:q1] // self.nprobe
+    def probing(self, lst: int, *, own: bool | None = None) -> tuple[int, torch.Tensor]:
+        """The first slot of the rows probing ``lst``, and the rows; ``own`` True: only those
+        stored in it (whose nearest list it is), False: only the others."""
+        bounds = self.probes.bounds
+        start = bounds[2 * lst + (own is False)]
+        stop = bounds[2 * lst + (1 if own else 2)]
+        return int(start), self.probes.entries[start:stop] // self.nprobe
 
-    def stored_in(self, lst: int) -> tuple[int, int, torch.Tensor]:
-        """The slot range of the rows stored in ``lst``, and the rows."""
-        b0, b1 = self.stored.bounds[lst], self.stored.bounds[lst + 1]
-        return b0, b1, self.stored.rows[b0:b1]
+    def add_rows(self, first: int, scores: np.ndarray, first_id: int) -> None:
+        """Merge each row of ``scores`` into the slot from ``first`` on, its columns' ids
+        counted from ``first_id`` (Faiss's heap update, in place, without the GIL)."""
+        n, width = scores.shape
+        self.heaps.addn(width, faiss.swig_ptr(scores), first_id, first, n)
 
-    def top_k(self, other: Side, chunk_rows: int = 16384) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each row's top-k over its slots, a candidate found twice counted once; ids are rows
-        of ``other``'s block, -1 where missing. Reduced ``chunk_rows`` rows at a time, so the
-        gathered candidates add a few MB to the job's memory, not a block's worth."""
+    def add_candidates(self, first: int, dist: torch.Tensor, ids: torch.Tensor) -> None:
+        """Merge each row of ``dist``/``ids`` (a few candidates) into the slots from ``first``."""
+        dist, ids = np.ascontiguousarray(dist.numpy()), np.ascontiguousarray(ids.numpy())
+        n, width = dist.shape
+        self.heaps.addn_with_ids(width, faiss.swig_ptr(dist), faiss.swig_ptr(ids), width, first, n)
+
+    def top_k(
+        self, other: Side, *, repeats: int, chunk_rows: int = 16384
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's top-k over its slots, a candidate found in several lists counted once; ids
+        are rows of ``other``'s block, -1 where missing. Reduced ``chunk_rows`` rows at a time,
+        so the gathered candidates add a few MB to the job's memory, not a block's worth."""
         self.heaps.reorder()
-        slot_of = _inverse(self.probes.rows).reshape(len(self.x), -1)  # (row, probe) -> slot
-        own_slot = _inverse(self.stored.rows)
-        stored_rows = other.stored.rows.numpy()
+        slot_of = _inverse(self.probes.entries).reshape(len(self.x), -1)  # (row, rank) -> slot
+        other_rows = other.probes.entries.numpy() // other.nprobe
         top, ids = [], []
         for a in range(0, len(self.x), chunk_rows):
-            slots, own = slot_of[a : a + chunk_rows].ravel(), own_slot[a : a + chunk_rows]
-            pos = self.probe_pos[slots]  # heap ids are positions in other's stored order
+            slots = slot_of[a : a + chunk_rows].ravel()
+            pos = self.pos[slots]
             found = pos >= 0
-            dist = np.where(found, self.probe_dist[slots], -np.inf).reshape(len(own), -1)
-            cand = np.where(found, stored_rows[np.where(found, pos, 0)], -1).reshape(len(own), -1)
-            chunk = _unique_top_k(
-                torch.from_numpy(np.concatenate([dist, self.own_dist[own]], 1)),
-                torch.from_numpy(np.concatenate([cand, self.own_ids[own]], 1)),
-                self.k,
-            )
+            rows = len(slots) // self.nprobe
+            dist = np.where(found, self.dist[slots], -np.inf).reshape(rows, -1)
+            cand = np.where(found, other_rows[np.where(found, pos, 0)], -1).reshape(rows, -1)
+            chunk = _unique_top_k(torch.from_numpy(dist), torch.from_numpy(cand), self.k, repeats)
             top.append(chunk[0])
             ids.append(chunk[1])
         return torch.cat(top), torch.cat(ids)
@@ -116,16 +133,18 @@ def _inverse(permutation: torch.Tensor) -> np.ndarray:
     return inverse
 
 
-def _unique_top_k(dist: torch.Tensor, ids: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:
+def _unique_top_k(
+    dist: torch.Tensor, ids: torch.Tensor, k: int, repeats: int
+) -> tuple[torch.Tensor, ...]:
     """Row-wise top-k of candidates (-1 = none), each id counted once.
 
-    An id is among a row's candidates at most twice (once in the slot of the list it is stored
-    in, once in the row's own-list slot), so the row's ``2k`` best candidates hold its ``k``
-    best distinct ids: those are deduplicated, not all ``(nprobe + 1) · k`` (0.4 × the
-    time of sorting them all).
+    An id is among a row's candidates at most ``repeats`` times (twice with ``own_list``: in
+    the slot of the list it is stored in and in the row's own list's; once per common list with
+    ``common_list``), so the row's ``repeats · k`` best candidates hold its ``k`` best distinct
+    ids: only those are deduplicated (with ``own_list``, 0.4 × the time of all of them).
     """
-    if dist.shape[1] > 2 * k:
-        dist, pos = torch.topk(dist, 2 * k, dim=1)
+    if dist.shape[1] > repeats * k:
+        dist, pos = torch.topk(dist, repeats * k, dim=1)
         ids = torch.gather(ids, 1, pos)
     by_id, order = torch.sort(ids, dim=1, stable=True)
     repeat = torch.zeros_like(by_id, dtype=torch.bool)
@@ -143,27 +162,51 @@ def _heaps(dist: np.ndarray, ids: np.ndarray) -> faiss.float_minheap_array_t:
     return heaps
 
 
-def _scan(queries: Side, base: Side, lst: int, *, buffers: dict) -> None:
-    """One product: the rows of ``queries`` probing ``lst`` against the rows of ``base`` stored
-    in it. Each query's slot for ``lst`` takes the top-k of its product row (Faiss's heap
-    update, in place), each stored row's own-list slot the top-k of its column (each row is
-    stored in one list, so no two lists write one slot).
-    """
-    q0, q1, q_rows = queries.probing(lst)
-    b0, b1, b_rows = base.stored_in(lst)
-    nq, nb = len(q_rows), len(b_rows)
-    if nq == 0 or nb == 0:
+def compared_pairs(
+    src_lists: np.ndarray, tgt_lists: np.ndarray, nlist: int, *, common_lists: bool = False
+) -> int:
+    """Row pairs the list-major search multiplies (:func:`ivf_knn_both_directions`)."""
+    count = lambda lists: np.bincount(lists.ravel(), minlength=nlist)  # noqa: E731
+    if common_lists:
+        return int(count(src_lists) @ count(tgt_lists))
+    src_own, tgt_own = count(src_lists[:, 0]), count(tgt_lists[:, 0])
+    return int(count(src_lists) @ tgt_own + src_own @ (count(tgt_lists) - tgt_own))
+
+
+def _scan(src: Side, tgt: Side, lst: int, *, common: bool, buffers: dict) -> None:
+    """The products of one list: with ``common``, the source rows probing it against the target
+    rows probing it; otherwise the source rows probing it against the target rows stored in it,
+    and the other target rows probing it against the source rows stored in it (so that no pair
+    is scored twice; both products tall, the probing rows as their rows, whose top-k along a
+    row is a heap update straight from the product)."""
+    if common:
+        _product(src, src.probing(lst), tgt, tgt.probing(lst), buffers)
         return
-    q = torch.index_select(queries.x, 0, q_rows, out=buffers["q"][:nq]).numpy()
-    b = torch.index_select(base.x, 0, b_rows, out=buffers["b"][:nb]).numpy()
-    # NumPy's OpenBLAS, not torch.mm: on these thin products (a few hundred rows against a few
-    # dozen) it ran 1.3 x faster on one thread (60 against 47 GFLOP/s for 400 x 26 at dim 1024)
-    product = np.matmul(q, b.T, out=buffers["sim"][: nq * nb].view(nq, nb).numpy())
-    queries.heaps.addn(nb, faiss.swig_ptr(product), int(b0), int(q0), nq)
-    sim = torch.from_numpy(product)
-    top, pos = torch.topk(sim, min(base.k, nq), dim=0)
-    base.own_dist[b0:b1, : len(top)] = top.T.numpy()
-    base.own_ids[b0:b1, : len(top)] = q_rows[pos].T.numpy()
+    _product(src, src.probing(lst), tgt, tgt.probing(lst, own=True), buffers)
+    _product(tgt, tgt.probing(lst, own=False), src, src.probing(lst, own=True), buffers)
+
+
+def _product(a: Side, a_part: tuple, b: Side, b_part: tuple, buffers: dict) -> None:
+    """Rows of side ``a`` against rows of side ``b`` (each part: its first slot and its rows), in
+    chunks of ``a`` rows of at most ``PRODUCT_SIZE`` scores (a list probed by thousands of rows
+    of both sides would otherwise need a product of hundreds of MB). The top-k of each product
+    row is merged into its ``a`` slot, the top-k of each column into its ``b`` slot."""
+    (a_first, a_rows), (b_first, b_rows) = a_part, b_part
+    nb = len(b_rows)
+    if len(a_rows) == 0 or nb == 0:
+        return
+    right = torch.index_select(b.x, 0, b_rows, out=buffers["b"][:nb]).numpy()
+    chunk = max(1, PRODUCT_SIZE // nb)
+    for c0 in range(0, len(a_rows), chunk):
+        rows = a_rows[c0 : c0 + chunk]
+        na = len(rows)
+        left = torch.index_select(a.x, 0, rows, out=buffers["a"][:na]).numpy()
+        # NumPy's OpenBLAS, not torch.mm: on these small products it ran 1.3 x faster on one
+        # thread (60 against 47 GFLOP/s for 400 x 26 at dim 1024)
+        sim = np.matmul(left, right.T, out=buffers["sim"][: na * nb].view(na, nb).numpy())
+        a.add_rows(a_first + c0, sim, b_first)
+        top, pos = torch.topk(torch.from_numpy(sim), min(b.k, na), dim=0)
+        b.add_candidates(b_first, top.T, pos.T + (a_first + c0))
 
 
 def _merge(running: tuple, rows: slice, new: tuple, offset: int) -> None:
@@ -183,6 +226,7 @@ def ivf_knn_both_directions(
     src_lists: np.ndarray,
     tgt_lists: np.ndarray,
     k: int,
+    common_lists: bool = False,
     block_rows: int = 131072,
     threads: int | None = None,
 ) -> tuple[KNN, KNN]:
@@ -190,9 +234,11 @@ def ivf_knn_both_directions(
 
     ``src``/``tgt`` are float arrays or :class:`~psp.mine.shards.EmbeddingShard` files;
     ``src_lists``/``tgt_lists`` their rows' nearest lists (rows × nprobe, own list first), from
-    one quantizer. Rows whose probed lists hold fewer than ``k`` rows are padded with
+    one quantizer; ``common_lists`` scores the pairs that probe a common list, not those where
+    one row probes the other's own list (see the module). Rows whose probed lists hold fewer than ``k`` rows are padded with
     ``(-inf, -1)``. Memory: two blocks of ``block_rows`` rows (512 MiB each at dim 1024 in
-    float32) and ``(nprobe + 1) · k`` candidate slots per row of a block.
+    float32), ``nprobe · k`` candidate slots per row of a block, and per worker one product
+    of at most ``PRODUCT_SIZE`` scores with its operands.
     """
     threads = threads or torch.get_num_threads()
     nlist = 1 + max(int(lists.max(initial=-1)) for lists in (src_lists, tgt_lists))
@@ -204,25 +250,25 @@ def ivf_knn_both_directions(
             lt = tgt_lists[c : c + block_rows]
             # freed before the next is read: two blocks in memory, never three
             xt = read_rows(tgt, c, c + block_rows)
-            new_fwd, new_bwd = _block_pair(xs, xt, ls=ls, lt=lt, k=k, threads=threads, nlist=nlist)
+            new_fwd, new_bwd = _block_pair(
+                xs, xt, ls=ls, lt=lt, k=k, common=common_lists, threads=threads, nlist=nlist
+            )
             del xt
             _merge(fwd, slice(a, a + len(xs)), new_fwd, c)
             _merge(bwd, slice(c, c + len(lt)), new_bwd, a)
     return (fwd[0].numpy(), fwd[1].numpy()), (bwd[0].numpy(), bwd[1].numpy())
 
 
-def _block_pair(xs, xt, *, ls, lt, k: int, threads: int, nlist: int) -> list:
-    """Both directions between a source and a target block (ids local to the blocks): per list
-    one product for the source rows probing it and one for the target rows probing it, the lists
-    split over ``threads`` workers."""
+def _block_pair(xs, xt, *, ls, lt, k: int, common: bool, threads: int, nlist: int) -> list:
+    """Both directions between a source and a target block (ids local to the blocks), the
+    lists split over ``threads`` workers."""
     src, tgt = Side(xs, ls, nlist=nlist, k=k), Side(xt, lt, nlist=nlist, k=k)
 
     def scan_lists(lists: range) -> None:
         faiss.omp_set_num_threads(1)  # per thread in OpenMP: this worker's heap updates
         buffers = _buffers(src, tgt, lists, dim=xs.shape[1])
         for lst in lists:
-            _scan(src, tgt, lst, buffers=buffers)
-            _scan(tgt, src, lst, buffers=buffers)
+            _scan(src, tgt, lst, common=common, buffers=buffers)
 
     previous = torch.get_num_threads()
     torch.set_num_threads(1)  # one list per thread: the products are too small to split
@@ -231,20 +277,19 @@ def _block_pair(xs, xt, *, ls, lt, k: int, threads: int, nlist: int) -> list:
             list(pool.map(scan_lists, [range(start, nlist, threads) for start in range(threads)]))
     finally:
         torch.set_num_threads(previous)
-    return [src.top_k(tgt), tgt.top_k(src)]
+    repeats = src.nprobe if common else 2
+    return [src.top_k(tgt, repeats=repeats), tgt.top_k(src, repeats=repeats)]
 
 
 def _buffers(src: Side, tgt: Side, lists: range, *, dim: int) -> dict:
-    """A worker's reused operands and product, sized for its largest list: a fresh few-MB array
-    per list costs more in page faults than the copy into it."""
+    """A worker's reused operands and product, sized for its largest list (either side may be
+    a product's rows): a fresh few-MB array per list costs more in page faults than the copy
+    into it."""
     idx = np.asarray(lists, dtype=np.int64)  # empty where there are more workers than lists
-    probing = [np.diff(side.probes.bounds)[idx] for side in (src, tgt)]
-    stored = [np.diff(side.stored.bounds)[idx] for side in (src, tgt)]
-    product = max(
-        int((probing[0] * stored[1]).max(initial=0)), int((probing[1] * stored[0]).max(initial=0))
-    )
+    ns, nt = (int(np.diff(side.probes.bounds[::2])[idx].max(initial=0)) for side in (src, tgt))
+    rows = max(ns, nt)
     return {
-        "q": torch.empty((int(max(p.max(initial=0) for p in probing)), dim)),
-        "b": torch.empty((int(max(s.max(initial=0) for s in stored)), dim)),
-        "sim": torch.empty(product),
+        "a": torch.empty((rows, dim)),
+        "b": torch.empty((rows, dim)),
+        "sim": torch.empty(max(min(ns * nt, PRODUCT_SIZE), rows)),
     }

@@ -93,6 +93,7 @@ def knn_shard_pair(
     block_size: int = 4096,
     src_lists: np.ndarray | None = None,
     tgt_lists: np.ndarray | None = None,
+    common_lists: bool = False,
 ) -> Path:
     """Top-k both directions between one source and one target shard, written to ``out_npz``.
 
@@ -109,6 +110,8 @@ def knn_shard_pair(
         src_lists, tgt_lists: the two shards' rows' nearest lists (``psp.mine.index.fill_index``,
             one quantizer for the pair): list-major search (:mod:`psp.mine.ivf`). ``None`` for
             both: exact search, one matrix product per block pair serving both directions.
+        common_lists: list-major search scores the pairs whose rows probe a common list, not
+            those whose one row probes the other's own list (``IndexConfig.compare``).
     """
     src, tgt = open_embeddings(src_npy), open_embeddings(tgt_npy)
     entries = _check_pair(src_npy, tgt_npy, src_plan.shards[src_shard], tgt_plan.shards[tgt_shard])
@@ -118,7 +121,12 @@ def knn_shard_pair(
     if src_lists is not None:
         log.info("list-major kNN %s (%d rows) x %s (%d rows)", src_npy, len(src), tgt_npy, len(tgt))
         fwd, bwd = ivf_knn_both_directions(
-            src, tgt, src_lists=_rows_of(src_lists, src), tgt_lists=_rows_of(tgt_lists, tgt), k=k
+            src,
+            tgt,
+            src_lists=_rows_of(src_lists, src),
+            tgt_lists=_rows_of(tgt_lists, tgt),
+            k=k,
+            common_lists=common_lists,
         )
     else:
         log.info(
