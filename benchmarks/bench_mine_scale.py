@@ -201,7 +201,7 @@ def job_knn_shard_pair(out: Path, args, *, src_shard: int, tgt_shard: int, nprob
         out_npz=out / f"knn.{nprobe}.{src_shard}.{tgt_shard}.npz",
         src_lists=src_lists,
         tgt_lists=tgt_lists,
-        common_lists=index_config(args, nprobe).compare == "common_list",
+        compare=index_config(args, nprobe).compare,
     )
 
 

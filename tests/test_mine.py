@@ -242,7 +242,7 @@ def _ivf_grid(tmp_path, x, y, cfg, shards=(2, 2)):
             k=4,
             src_lists=load_lists(lists["x", s]),
             tgt_lists=load_lists(lists["y", t]),
-            common_lists=cfg.compare == "common_list",
+            compare=cfg.compare,
         )
     return reduce_parts(parts, 4, xp, yp)
 

@@ -235,8 +235,8 @@ def ivf_knn_both_directions(
     ``src``/``tgt`` are float arrays or :class:`~psp.mine.shards.EmbeddingShard` files;
     ``src_lists``/``tgt_lists`` their rows' nearest lists (rows × nprobe, own list first), from
     one quantizer; ``common_lists`` scores the pairs that probe a common list, not those where
-    one row probes the other's own list (see the module). Rows whose probed lists hold fewer than ``k`` rows are padded with
-    ``(-inf, -1)``. Memory: two blocks of ``block_rows`` rows (512 MiB each at dim 1024 in
+    one row probes the other's own list (see the module). Rows whose probed lists hold fewer
+    than ``k`` rows are padded with ``(-inf, -1)``. Memory: two blocks of ``block_rows`` rows (512 MiB each at dim 1024 in
     float32), ``nprobe · k`` candidate slots per row of a block, and per worker one product
     of at most ``PRODUCT_SIZE`` scores with its operands.
     """

@@ -93,7 +93,7 @@ def knn_shard_pair(
     block_size: int = 4096,
     src_lists: np.ndarray | None = None,
     tgt_lists: np.ndarray | None = None,
-    common_lists: bool = False,
+    compare: str = "own_list",
 ) -> Path:
     """Top-k both directions between one source and one target shard, written to ``out_npz``.
 
@@ -110,8 +110,9 @@ def knn_shard_pair(
         src_lists, tgt_lists: the two shards' rows' nearest lists (``psp.mine.index.fill_index``,
             one quantizer for the pair): list-major search (:mod:`psp.mine.ivf`). ``None`` for
             both: exact search, one matrix product per block pair serving both directions.
-        common_lists: list-major search scores the pairs whose rows probe a common list, not
-            those whose one row probes the other's own list (``IndexConfig.compare``).
+        compare: which pairs list-major search scores (``IndexConfig.compare``): ``own_list``,
+            those whose one row probes the other's own list; ``common_list``, those whose rows
+            probe a common list.
     """
     src, tgt = open_embeddings(src_npy), open_embeddings(tgt_npy)
     entries = _check_pair(src_npy, tgt_npy, src_plan.shards[src_shard], tgt_plan.shards[tgt_shard])
@@ -126,7 +127,7 @@ def knn_shard_pair(
             src_lists=_rows_of(src_lists, src),
             tgt_lists=_rows_of(tgt_lists, tgt),
             k=k,
-            common_lists=common_lists,
+            common_lists=compare == "common_list",
         )
     else:
         log.info(

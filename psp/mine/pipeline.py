@@ -129,7 +129,7 @@ def run_knn(
                     block_size=cfg.block_size,
                     src_lists=load_lists(lists["src"][s]) if lists else None,
                     tgt_lists=load_lists(lists["tgt"][t]) if lists else None,
-                    common_lists=cfg.index is not None and cfg.index.compare == "common_list",
+                    compare=cfg.index.compare if cfg.index else "own_list",
                 )
             parts.append(part)
     return reduce_parts(parts, cfg.k, src_plan, tgt_plan)
