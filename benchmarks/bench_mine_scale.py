@@ -74,8 +74,11 @@ def unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def write_side(corpus: Corpus, side: str, *, n_shards: int, out: Path, seed: int, planted=None):
-    """Shards of unit rows ``out/{side}.{s}.npy`` plus the side's sharded text and plan."""
+def write_side(
+    corpus: Corpus, side: str, *, n_shards: int, out: Path, seed: int, float16: bool, planted=None
+):
+    """Shards of unit rows ``out/{side}.{s}.npy`` (float16 or float32, as ``embed_shard`` writes
+    them with the mining key ``float16``) plus the side's sharded text and plan."""
     from psp.mine.plan import write_sharded_text
 
     plan = write_sharded_text(
@@ -86,8 +89,9 @@ def write_side(corpus: Corpus, side: str, *, n_shards: int, out: Path, seed: int
         out_plan=out / f"{side}.plan.json",
     )
     rng = np.random.default_rng(seed)
+    dtype = np.dtype(np.float16 if float16 else np.float32)
     for s, entry in enumerate(plan.shards):
-        header = {"descr": "<f4", "fortran_order": False, "shape": (entry.rows, corpus.dim)}
+        header = {"descr": dtype.str, "fortran_order": False, "shape": (entry.rows, corpus.dim)}
         with open(out / f"{side}.{s}.npy", "wb") as handle:
             np.lib.format.write_array_header_1_0(handle, header)
             for a in range(entry.start, entry.stop, 32768):
@@ -95,7 +99,7 @@ def write_side(corpus: Corpus, side: str, *, n_shards: int, out: Path, seed: int
                 block = corpus.rows(rng, b - a)
                 if planted is not None:
                     planted(block, a, b)
-                handle.write(unit(block).astype(np.float32).tobytes())
+                handle.write(unit(block).astype(dtype).tobytes())
     return plan
 
 
@@ -106,7 +110,9 @@ def make_data(args, out: Path) -> dict:
     rng = np.random.default_rng(args.seed)
     corpus = Corpus(args.n, args.dim, max(1, args.n // 200), args.seed)
     n_shards = max(1, math.ceil(args.n / args.shard_rows))
-    src_plan = write_side(corpus, "src", n_shards=n_shards, out=out, seed=args.seed + 1)
+    src_plan = write_side(
+        corpus, "src", n_shards=n_shards, out=out, seed=args.seed + 1, float16=args.float16
+    )
     n_planted = int(args.n * args.planted)
     tgt_rows = np.sort(rng.choice(args.n, n_planted, replace=False))
     src_rows = rng.choice(args.n, n_planted, replace=False)
@@ -120,7 +126,15 @@ def make_data(args, out: Path) -> dict:
             noise = rng.standard_normal(args.dim).astype(np.float32) * corpus.scale
             block[t - a] = source + 0.6 * noise / np.linalg.norm(noise * 1.0)
 
-    write_side(corpus, "tgt", n_shards=n_shards, out=out, seed=args.seed + 2, planted=plant)
+    write_side(
+        corpus,
+        "tgt",
+        n_shards=n_shards,
+        out=out,
+        seed=args.seed + 2,
+        float16=args.float16,
+        planted=plant,
+    )
     np.savez(out / "planted.npz", src=src_rows, tgt=tgt_rows)
     return {"shards_per_side": n_shards, "planted": n_planted}
 
@@ -372,7 +386,7 @@ def pipeline(out: Path, args, *, n_shards: int, nprobe: int, ivf: bool, trained:
 
 
 def main() -> None:
-    from psp.mine.config import IndexConfig
+    from psp.mine.config import IndexConfig, MineConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000, help="rows per side")
@@ -393,6 +407,12 @@ def main() -> None:
         "--list-split", type=float, default=None, help="default: IndexConfig's; 0: no split"
     )
     parser.add_argument("--ivf-min-size", type=int, default=1, help="1: always IVF")
+    parser.add_argument(
+        "--float16",
+        action=argparse.BooleanOptionalAction,
+        default=MineConfig().float16,
+        help="embedding shards in float16 (default: the mining key's default)",
+    )
     parser.add_argument("--threshold", type=float, default=1.06)
     parser.add_argument("--planted", type=float, default=0.1, help="share of target rows planted")
     parser.add_argument("--recall-queries", type=int, default=2000)
@@ -448,6 +468,7 @@ def measure(out: Path, args, n_shards: int) -> dict:
         "dim": args.dim,
         "threads": args.threads,
         "shards_per_side": n_shards,
+        "float16": args.float16,
         "search": "ivf" if ivf else "exact",
         "index": dataclasses.asdict(index_config(args, args.nprobe[0])) if ivf else None,
         "runs": [],

@@ -32,6 +32,7 @@ from psp.mine import (
     write_sharded_text,
 )
 from psp.mine.index import load_lists
+from psp.mine.shards import open_embeddings
 
 
 @dataclass
@@ -427,6 +428,41 @@ def test_float16_shards_search_like_float32(tmp_path):
     (fD, _), (bD, _) = reduce_parts([tmp_path / "p.npz"], 3, xp, yp)
     np.testing.assert_allclose(fD, brute(x, y, 3)[0], atol=2e-3)
     np.testing.assert_allclose(bD, brute(y, x, 3)[0], atol=2e-3)
+
+
+def test_ivf_holds_float16_shards_as_float16_and_scores_their_values_exactly(tmp_path, monkeypatch):
+    """A float16 shard stays float16 in memory, so a block of ``block_bytes`` holds twice the
+    rows of a float32 one; its rows are converted exactly for the products, so the result is
+    that of the float32 search over the same values, scores and ids bit for bit."""
+    from psp.mine import ivf
+
+    rng = np.random.default_rng(12)
+    x, y = (unit(rng, n, 16).astype(np.float16) for n in (90, 70))
+    x16, y16 = save(tmp_path / "x.npy", x), save(tmp_path / "y.npy", y)
+    src_lists, tgt_lists = (rng.integers(0, 6, (len(a), 3)) for a in (x, y))
+    blocks = []
+    read_rows = ivf.read_rows
+
+    def recording_read_rows(*args, **kwargs):
+        rows = read_rows(*args, **kwargs)
+        blocks.append((len(rows), rows.dtype.name))
+        return rows
+
+    monkeypatch.setattr(ivf, "read_rows", recording_read_rows)
+    lists = {"src_lists": src_lists, "tgt_lists": tgt_lists, "k": 4}
+    block = 40 * 16 * 4  # 40 rows of float32
+    half = ivf.ivf_knn_both_directions(
+        open_embeddings(x16), open_embeddings(y16), block_bytes=block, **lists
+    )
+    assert {rows for rows, _ in blocks} == {80, 10, 70} and {d for _, d in blocks} == {"float16"}
+    x32, y32 = x.astype(np.float32), y.astype(np.float32)
+    blocks.clear()
+    ivf.ivf_knn_both_directions(x32, y32, block_bytes=block, **lists)
+    assert {rows for rows, _ in blocks} == {40, 10, 30} and {d for _, d in blocks} == {"float32"}
+    single = ivf.ivf_knn_both_directions(x32, y32, block_bytes=2 * block, **lists)  # same blocks
+    for got, want in zip(half, single, strict=True):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
 
 
 class FailingEmbedder(TrigramEmbedder):

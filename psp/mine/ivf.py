@@ -23,8 +23,9 @@ column-wise top-k its columns. Which pairs are scored (``IndexConfig.compare``):
 The products run over the stored embeddings in float32, so every score is the exact inner
 product; only which rows are compared is approximate. A row has a slot of ``k`` per probed list;
 after all lists its ``nprobe · k`` candidates, a row found in several lists counted once, are
-reduced to its top-k. The shards are read in blocks of at most ``block_rows`` rows, so a job
-holds two blocks, not two shards, and the lists are split over ``threads`` workers (NumPy and
+reduced to its top-k. The shards are read in blocks of at most ``block_bytes`` (float16 shards
+stay float16 in memory, converted to float32 row by row as they are gathered for a product, so
+a block holds twice the rows), so a job holds two blocks, not two shards, and the lists are split over ``threads`` workers (NumPy and
 torch release the GIL; the products per list are too small to split well inside one product).
 """
 
@@ -41,6 +42,9 @@ from threadpoolctl import threadpool_limits
 from psp.mine.index import KNN
 from psp.mine.shards import read_rows
 
+#: Most bytes of one side's rows a job holds at a time: 262,144 rows of dim 1024 in float16,
+#: half that in float32.
+BLOCK_BYTES = 512 << 20
 #: Most scores one product holds (16 MiB of float32): larger lists are multiplied in chunks.
 PRODUCT_SIZE = 1 << 22
 
@@ -97,12 +101,6 @@ class Side:
         counted from ``first_id`` (Faiss's heap update, in place, without the GIL)."""
         n, width = scores.shape
         self.heaps.addn(width, faiss.swig_ptr(scores), first_id, first, n)
-
-    def add_candidates(self, first: int, dist: torch.Tensor, ids: torch.Tensor) -> None:
-        """Merge each row of ``dist``/``ids`` (a few candidates) into the slots from ``first``."""
-        dist, ids = np.ascontiguousarray(dist.numpy()), np.ascontiguousarray(ids.numpy())
-        n, width = dist.shape
-        self.heaps.addn_with_ids(width, faiss.swig_ptr(dist), faiss.swig_ptr(ids), width, first, n)
 
     def top_k(
         self, other: Side, *, repeats: int, chunk_rows: int = 16384
@@ -195,18 +193,31 @@ def _product(a: Side, a_part: tuple, b: Side, b_part: tuple, buffers: dict) -> N
     nb = len(b_rows)
     if len(a_rows) == 0 or nb == 0:
         return
-    right = torch.index_select(b.x, 0, b_rows, out=buffers["b"][:nb]).numpy()
+    right = _gather(b.x, b_rows, buffers, "b").numpy()
     chunk = max(1, PRODUCT_SIZE // nb)
     for c0 in range(0, len(a_rows), chunk):
         rows = a_rows[c0 : c0 + chunk]
         na = len(rows)
-        left = torch.index_select(a.x, 0, rows, out=buffers["a"][:na]).numpy()
+        left = _gather(a.x, rows, buffers, "a").numpy()
         # NumPy's OpenBLAS, not torch.mm: on these small products it ran 1.3 x faster on one
         # thread (60 against 47 GFLOP/s for 400 x 26 at dim 1024)
         sim = np.matmul(left, right.T, out=buffers["sim"][: na * nb].view(na, nb).numpy())
         a.add_rows(a_first + c0, sim, b_first)
-        top, pos = torch.topk(torch.from_numpy(sim), min(b.k, na), dim=0)
-        b.add_candidates(b_first, top.T, pos.T + (a_first + c0))
+        # the columns' top-k as rows of the transpose: a heap update per score, like the rows',
+        # where a top-k along the columns of the product cost twice as much
+        columns = buffers["columns"][: na * nb].view(nb, na).numpy()
+        np.copyto(columns, sim.T)
+        b.add_rows(b_first, columns, a_first + c0)
+
+
+def _gather(x: torch.Tensor, rows: torch.Tensor, buffers: dict, operand: str) -> torch.Tensor:
+    """Rows of ``x`` into the float32 buffer of ``operand``, through a float16 one where ``x``
+    is float16 (the conversion is exact)."""
+    out = buffers[operand][: len(rows)]
+    if x.dtype == torch.float32:
+        return torch.index_select(x, 0, rows, out=out)
+    staged = torch.index_select(x, 0, rows, out=buffers[f"{operand}16"][: len(rows)])
+    return out.copy_(staged)
 
 
 def _merge(running: tuple, rows: slice, new: tuple, offset: int) -> None:
@@ -227,7 +238,7 @@ def ivf_knn_both_directions(
     tgt_lists: np.ndarray,
     k: int,
     common_lists: bool = False,
-    block_rows: int = 131072,
+    block_bytes: int = BLOCK_BYTES,
     threads: int | None = None,
 ) -> tuple[KNN, KNN]:
     """Top-k inner product src→tgt and tgt→src over the probed lists, ids local to each shard.
@@ -236,20 +247,21 @@ def ivf_knn_both_directions(
     ``src_lists``/``tgt_lists`` their rows' nearest lists (rows × nprobe, own list first), from
     one quantizer; ``common_lists`` scores the pairs that probe a common list, not those where
     one row probes the other's own list (see the module). Rows whose probed lists hold fewer
-    than ``k`` rows are padded with ``(-inf, -1)``. Memory: two blocks of ``block_rows`` rows (512 MiB each at dim 1024 in
-    float32), ``nprobe · k`` candidate slots per row of a block, and per worker one product
-    of at most ``PRODUCT_SIZE`` scores with its operands.
+    than ``k`` rows are padded with ``(-inf, -1)``. Memory: two blocks of at most
+    ``block_bytes`` each, ``nprobe · k`` candidate slots per row of a block, and per worker one
+    product of at most ``PRODUCT_SIZE`` scores with its operands.
     """
     threads = threads or torch.get_num_threads()
     nlist = 1 + max(int(lists.max(initial=-1)) for lists in (src_lists, tgt_lists))
     fwd = torch.full((len(src), k), -torch.inf), torch.full((len(src), k), -1)
     bwd = torch.full((len(tgt), k), -torch.inf), torch.full((len(tgt), k), -1)
-    for a in range(0, len(src), block_rows):
-        xs, ls = read_rows(src, a, a + block_rows), src_lists[a : a + block_rows]
-        for c in range(0, len(tgt), block_rows):
-            lt = tgt_lists[c : c + block_rows]
+    rows_s, rows_t = (max(1, block_bytes // _row_bytes(x)) for x in (src, tgt))
+    for a in range(0, len(src), rows_s):
+        xs, ls = read_rows(src, a, a + rows_s, keep_float16=True), src_lists[a : a + rows_s]
+        for c in range(0, len(tgt), rows_t):
+            lt = tgt_lists[c : c + rows_t]
             # freed before the next is read: two blocks in memory, never three
-            xt = read_rows(tgt, c, c + block_rows)
+            xt = read_rows(tgt, c, c + rows_t, keep_float16=True)
             new_fwd, new_bwd = _block_pair(
                 xs, xt, ls=ls, lt=lt, k=k, common=common_lists, threads=threads, nlist=nlist
             )
@@ -257,6 +269,11 @@ def ivf_knn_both_directions(
             _merge(fwd, slice(a, a + len(xs)), new_fwd, c)
             _merge(bwd, slice(c, c + len(lt)), new_bwd, a)
     return (fwd[0].numpy(), fwd[1].numpy()), (bwd[0].numpy(), bwd[1].numpy())
+
+
+def _row_bytes(x) -> int:
+    """Bytes of one row of ``x`` as a block holds it (float16 stays float16, else float32)."""
+    return x.shape[1] * (2 if x.dtype == np.float16 else 4)
 
 
 def _block_pair(xs, xt, *, ls, lt, k: int, common: bool, threads: int, nlist: int) -> list:
@@ -288,8 +305,12 @@ def _buffers(src: Side, tgt: Side, lists: range, *, dim: int) -> dict:
     idx = np.asarray(lists, dtype=np.int64)  # empty where there are more workers than lists
     ns, nt = (int(np.diff(side.probes.bounds[::2])[idx].max(initial=0)) for side in (src, tgt))
     rows = max(ns, nt)
+    half = (rows, dim) if torch.float16 in (src.x.dtype, tgt.x.dtype) else (0, dim)
     return {
         "a": torch.empty((rows, dim)),
         "b": torch.empty((rows, dim)),
+        "a16": torch.empty(half, dtype=torch.float16),
+        "b16": torch.empty(half, dtype=torch.float16),
         "sim": torch.empty(max(min(ns * nt, PRODUCT_SIZE), rows)),
+        "columns": torch.empty(max(min(ns * nt, PRODUCT_SIZE), rows)),
     }

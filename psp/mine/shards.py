@@ -128,13 +128,15 @@ class EmbeddingShard:
     def __len__(self) -> int:
         return self.shape[0]
 
-    def rows(self, start: int, stop: int) -> np.ndarray:
-        """Rows ``[start, stop)`` as a new float32 array."""
+    def rows(self, start: int, stop: int, *, keep_float16: bool = False) -> np.ndarray:
+        """Rows ``[start, stop)`` as a new float32 array (float16 shards stay float16 with
+        ``keep_float16``: half the memory, and converted row by row where they are used)."""
         start, stop = max(0, start), min(stop, self.shape[0])
         count = max(0, stop - start) * self.shape[1]
         offset = self.offset + start * self.shape[1] * self.dtype.itemsize
         block = np.fromfile(self.path, dtype=self.dtype, count=count, offset=offset)
-        return block.reshape(-1, self.shape[1]).astype(np.float32, copy=False)
+        block = block.reshape(-1, self.shape[1])
+        return block if keep_float16 else block.astype(np.float32, copy=False)
 
     def take(self, ids: np.ndarray) -> np.ndarray:
         """Rows ``ids`` (any order) as float32, one positioned read each.
@@ -159,11 +161,13 @@ class EmbeddingShard:
         return out.astype(np.float32, copy=False)
 
 
-def read_rows(x, start: int, stop: int) -> np.ndarray:
-    """Rows of an in-memory array or an :class:`EmbeddingShard`, as contiguous float32."""
+def read_rows(x, start: int, stop: int, *, keep_float16: bool = False) -> np.ndarray:
+    """Rows of an in-memory array or an :class:`EmbeddingShard`, as contiguous float32 (or
+    float16 where stored so and ``keep_float16``)."""
     if isinstance(x, EmbeddingShard):
-        return x.rows(start, stop)
-    return np.array(x[start:stop], dtype=np.float32)
+        return x.rows(start, stop, keep_float16=keep_float16)
+    keep = keep_float16 and x.dtype == np.float16
+    return np.array(x[start:stop], dtype=np.float16 if keep else np.float32)
 
 
 def open_embeddings(path: str | os.PathLike) -> EmbeddingShard:
