@@ -36,9 +36,10 @@ lint: install
 	$(BIN)/snakefmt --check Snakefile rules/
 	PATH=$(BIN):$$PATH $(BIN)/snakemake --lint --config mirror=$(MIRROR) >/dev/null
 
-# tests/cluster is `make test-cluster`'s: it needs the SLURM cluster that target starts.
+# tests/cluster is `make test-cluster`'s: it needs the SLURM cluster that target starts. One
+# worker per core, each taking whole test files, so a module's workflow run happens once.
 test: lint test-deps
-	PATH=$(BIN):$$PATH $(BIN)/pytest -q --ignore=tests/cluster
+	PATH=$(BIN):$$PATH $(BIN)/pytest -q -n auto --dist loadfile --ignore=tests/cluster
 
 test-cluster: install
 	PYTHON=$(BIN)/python MIRROR=$(MIRROR) tests/cluster/run_slurm_test.sh
