@@ -25,8 +25,9 @@ product; only which rows are compared is approximate. A row has a slot of ``k`` 
 after all lists its ``nprobe · k`` candidates, a row found in several lists counted once, are
 reduced to its top-k. The shards are read in blocks of at most ``block_bytes`` (float16 shards
 stay float16 in memory, converted to float32 row by row as they are gathered for a product, so
-a block holds twice the rows), so a job holds two blocks, not two shards, and the lists are split over ``threads`` workers (NumPy and
-torch release the GIL; the products per list are too small to split well inside one product).
+a block holds twice the rows), so a job holds two blocks, not two shards, and the lists are
+split over ``threads`` workers (NumPy and torch release the GIL; the products per list are too
+small to split well inside one product).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from psp.mine.index import KNN
-from psp.mine.shards import read_rows
+from psp.mine.shards import read_dtype, read_rows
 
 #: Most bytes of one side's rows a job holds at a time: 262,144 rows of dim 1024 in float16,
 #: half that in float32.
@@ -255,7 +256,10 @@ def ivf_knn_both_directions(
     nlist = 1 + max(int(lists.max(initial=-1)) for lists in (src_lists, tgt_lists))
     fwd = torch.full((len(src), k), -torch.inf), torch.full((len(src), k), -1)
     bwd = torch.full((len(tgt), k), -torch.inf), torch.full((len(tgt), k), -1)
-    rows_s, rows_t = (max(1, block_bytes // _row_bytes(x)) for x in (src, tgt))
+    rows_s, rows_t = (
+        max(1, block_bytes // (x.shape[1] * read_dtype(x, keep_float16=True).itemsize))
+        for x in (src, tgt)
+    )
     for a in range(0, len(src), rows_s):
         xs, ls = read_rows(src, a, a + rows_s, keep_float16=True), src_lists[a : a + rows_s]
         for c in range(0, len(tgt), rows_t):
@@ -269,11 +273,6 @@ def ivf_knn_both_directions(
             _merge(fwd, slice(a, a + len(xs)), new_fwd, c)
             _merge(bwd, slice(c, c + len(lt)), new_bwd, a)
     return (fwd[0].numpy(), fwd[1].numpy()), (bwd[0].numpy(), bwd[1].numpy())
-
-
-def _row_bytes(x) -> int:
-    """Bytes of one row of ``x`` as a block holds it (float16 stays float16, else float32)."""
-    return x.shape[1] * (2 if x.dtype == np.float16 else 4)
 
 
 def _block_pair(xs, xt, *, ls, lt, k: int, common: bool, threads: int, nlist: int) -> list:

@@ -166,8 +166,13 @@ def read_rows(x, start: int, stop: int, *, keep_float16: bool = False) -> np.nda
     float16 where stored so and ``keep_float16``)."""
     if isinstance(x, EmbeddingShard):
         return x.rows(start, stop, keep_float16=keep_float16)
-    keep = keep_float16 and x.dtype == np.float16
-    return np.array(x[start:stop], dtype=np.float16 if keep else np.float32)
+    return np.array(x[start:stop], dtype=read_dtype(x, keep_float16=keep_float16))
+
+
+def read_dtype(x, *, keep_float16: bool) -> np.dtype:
+    """The dtype :func:`read_rows` returns for ``x``: float16 where stored so and kept, else
+    float32."""
+    return np.dtype(np.float16 if keep_float16 and x.dtype == np.float16 else np.float32)
 
 
 def open_embeddings(path: str | os.PathLike) -> EmbeddingShard:
