@@ -1,11 +1,13 @@
 """Mining at scale on one machine: N x N vectors through the workflow's shard/index/kNN/reduce jobs.
 
 Each side is written as the workflow writes it (a sharded text with its shard plan, one
-L2-normalised float32 ``.npy`` per shard, as ``embed_shard`` would), then every job of the
-workflow's DAG runs in its own process, one after the other, calling the same function its rule
-script calls: ``train_index`` per side, ``index_shard`` (``fill_index``) per shard,
-``knn_shard_pair`` per shard pair, ``score_mined`` (``reduce_parts`` + ``write_mined``).
-Each job's wall time and peak RSS (``ru_maxrss`` of that process) are recorded.
+L2-normalised ``.npy`` per shard, float16 or float32, as ``embed_shard`` would), then every job of
+the workflow's DAG runs in its own process, calling the same function its rule script calls:
+``train_index`` per pair, ``index_shard`` (``fill_index``) per shard, ``knn_shard_pair`` per
+shard pair, ``score_mined`` (``reduce_parts`` + ``write_mined``). Stage after stage, each job gets
+its rule's ``threads:`` and as many run at once as Snakemake runs with ``--cores`` (the machine's
+cores by default). Each job's wall time, CPU time and peak RSS (``ru_maxrss`` of that process)
+are recorded.
 
 The vectors have the structure real sentence embeddings have, not uniform noise (the worst case
 for an inverted file): a shared mean direction (every sentence embedding leans the same way),
@@ -155,24 +157,54 @@ def index_config(args, nprobe: int):
     return IndexConfig(ivf_min_size=args.ivf_min_size, nprobe=nprobe, **given)
 
 
-def run_job(name: str, out: Path, args, **params) -> dict:
-    """Run ``job_<name>`` in a fresh process; its wall time, CPU time and peak RSS.
+#: ``threads:`` of the workflow's rules (rules/mine.smk; a test keeps the two equal; a kNN job's
+#: depends on the grid, :func:`psp.workflow_config.knn_job_threads`). Snakemake with ``--cores C``
+#: gives a job min(threads, C) cores and runs as many jobs at once as fit.
+RULE_THREADS = {"train_index": 2, "index_shard": 1, "score_mined": 2}
+
+
+def job_threads(name: str, cores: int, shards: int) -> int:
+    """The cores Snakemake gives job ``name`` of a grid of ``shards`` per side on a machine of
+    ``cores`` (all of them for the benchmark's own measuring jobs)."""
+    from psp.workflow_config import knn_job_threads
+
+    if name == "knn_shard_pair":
+        return min(knn_job_threads(shards), cores)
+    return min(RULE_THREADS.get(name, cores), cores)
+
+
+def run_jobs(name: str, out: Path, args, jobs: list[dict]) -> list[dict]:
+    """Run ``job_<name>`` once per entry of ``jobs``, each in a fresh process, as many at a time
+    as Snakemake would with ``--cores args.cores``; each job's wall time, CPU time and peak RSS.
 
     CPU time is reported beside wall time because it does not grow when other processes share
     the machine: CPU seconds / threads is the wall time the job takes on cores of its own.
     """
-    cmd = [sys.executable, __file__, "--job", name, "--dir", str(out), "--params"]
-    cmd += [json.dumps(params | {"args": vars(args)}, default=str)]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd)
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise SystemExit(f"job {name} {params} failed with status {status}")
-    return {
-        "seconds": time.perf_counter() - t0,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "rss_mib": usage.ru_maxrss / 1024,
-    }
+    shards = len(json.loads((out / "src.plan.json").read_text())["shards"])
+    threads = job_threads(name, args.cores, shards)
+    at_once = max(1, args.cores // threads)
+    pending, running, results = list(enumerate(jobs)), {}, [None] * len(jobs)
+    while pending or running:
+        while pending and len(running) < at_once:
+            number, params = pending.pop(0)
+            cmd = [sys.executable, __file__, "--job", name, "--dir", str(out), "--params"]
+            cmd += [json.dumps(params | {"threads": threads, "args": vars(args)}, default=str)]
+            running[subprocess.Popen(cmd).pid] = (number, params, time.perf_counter())
+        pid, status, usage = os.wait4(-1, 0)
+        number, params, t0 = running.pop(pid)
+        if status != 0:
+            raise SystemExit(f"job {name} {params} failed with status {status}")
+        results[number] = {
+            "seconds": time.perf_counter() - t0,
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "rss_mib": usage.ru_maxrss / 1024,
+        }
+    return results
+
+
+def run_job(name: str, out: Path, args, **params) -> dict:
+    """One job of ``name`` (see :func:`run_jobs`)."""
+    return run_jobs(name, out, args, [params])[0]
 
 
 def job_train_index(out: Path, args, n_shards: int, nprobe: int):
@@ -351,12 +383,14 @@ def pipeline(out: Path, args, *, n_shards: int, nprobe: int, ivf: bool, trained:
 
     def stage(name, jobs):
         t0 = time.perf_counter()
+        todo = []
         for params in jobs:
             outputs = job_outputs(out, name, nprobe, params)
             if args.resume and outputs and all(path.exists() for path in outputs):
                 reused[name] = reused.get(name, 0) + 1
-                continue
-            result = run_job(name, out, args, nprobe=nprobe, **params)
+            else:
+                todo.append(params | {"nprobe": nprobe})
+        for result in run_jobs(name, out, args, todo):
             rss[name] = max(rss.get(name, 0.0), result["rss_mib"])
             cpu[name] = cpu.get(name, 0.0) + result["cpu_s"]
         stages[name] = time.perf_counter() - t0
@@ -422,7 +456,12 @@ def main() -> None:
     parser.add_argument(
         "--with-exact", action="store_true", help="also run the exact pipeline (the crossover)"
     )
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=os.cpu_count(),
+        help="cores of the machine, as Snakemake's --cores: each job gets its rule's threads",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp dir)")
     parser.add_argument(
@@ -440,7 +479,7 @@ def main() -> None:
 
         params = json.loads(args.params)
         job_args = argparse.Namespace(**params.pop("args"))
-        limit_threads(job_args.threads)
+        limit_threads(params.pop("threads"))
         globals()[f"job_{args.job}"](args.dir, job_args, **params)
         return
 
@@ -466,7 +505,11 @@ def measure(out: Path, args, n_shards: int) -> dict:
     report = {
         "n": args.n,
         "dim": args.dim,
-        "threads": args.threads,
+        "cores": args.cores,
+        "job_threads": {
+            name: job_threads(name, args.cores, n_shards)
+            for name in [*RULE_THREADS, "knn_shard_pair"]
+        },
         "shards_per_side": n_shards,
         "float16": args.float16,
         "search": "ivf" if ivf else "exact",

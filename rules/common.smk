@@ -198,6 +198,10 @@ def get_shard_count(wildcards):
     return MINE_PAIRS[wildcards.pair]["shards"]
 
 
+def get_knn_threads(wildcards):
+    return wc.knn_job_threads(get_shard_count(wildcards))
+
+
 def get_mine_plans(wildcards):
     """Both sides' shard plans: row counts and offsets, and whether the pair uses IVF."""
     return {

@@ -48,7 +48,9 @@ rule embed_shard:
 # Inverted lists, when the pair is large enough (`ivf_min_size`): one quantizer per pair trained on
 # a sample across all shards of both sides, then each shard's rows assigned once to their nearest
 # lists, read by every kNN job of its row or column of the grid (list-major search over the
-# embeddings themselves). Below the size both rules write empty files: exact search.
+# embeddings themselves). Below the size both rules write empty files: exact search. The assignment
+# jobs, and the kNN jobs of a grid of more than one, take one thread each: much of such a job runs
+# on one thread, so jobs side by side do the most work per core (psp.workflow_config.knn_job_threads).
 rule train_index:
     input:
         unpack(get_mine_plans),
@@ -83,7 +85,7 @@ rule index_shard:
         "results/benchmarks/index_shard/{pair}.{side}.{shard}.tsv"
     conda:
         "../envs/psp.yaml"
-    threads: 2
+    threads: 1
     resources:
         mem_mb=4000,
     params:
@@ -107,7 +109,7 @@ rule knn_shard_pair:
         "results/benchmarks/knn_shard_pair/{pair}.{src_shard}.{tgt_shard}.tsv"
     conda:
         "../envs/psp.yaml"
-    threads: 2
+    threads: get_knn_threads
     resources:
         mem_mb=4000,
     params:
