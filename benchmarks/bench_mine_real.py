@@ -96,18 +96,17 @@ def mined(fwd, bwd, args) -> set:
 
 
 def run(args, paths, truth, *, nlist: int | None, nprobe: int) -> dict:
-    import faiss
-
     from psp.mine.config import IndexConfig
     from psp.mine.index import fill_index, train_index
     from psp.mine.ivf import compared_pairs, ivf_knn_both_directions
 
     split = {} if args.list_split is None else {"list_split": args.list_split or None}
-    cfg = IndexConfig(ivf_min_size=1, nlist=nlist, nprobe=nprobe, compare=args.compare, **split)
-    common = cfg.compare == "common_list"
+    chosen = {} if args.compare is None else {"compare": args.compare}
+    cfg = IndexConfig(ivf_min_size=1, nlist=nlist, nprobe=nprobe, **chosen, **split)
     t0 = time.perf_counter()
-    trained = args.work / "trained.faiss"
-    train_index([paths["es"]], [paths["en"]], cfg, trained)
+    trained = args.work / "quantizer.npz"
+    centroids, compare = train_index([paths["es"]], [paths["en"]], cfg, trained)
+    common = compare == "common_list"
     t1 = time.perf_counter()
     lists = {
         side: fill_index(
@@ -120,12 +119,13 @@ def run(args, paths, truth, *, nlist: int | None, nprobe: int) -> dict:
     }
     t2 = time.perf_counter()
     src, tgt = np.load(paths["es"]), np.load(paths["en"])
+    lists = {side: found.lists for side, found in lists.items()}
     fwd, bwd = ivf_knn_both_directions(
         src, tgt, src_lists=lists["es"], tgt_lists=lists["en"], k=args.k, common_lists=common
     )
     t3 = time.perf_counter()
     nominal = cfg.nlist_for(max(len(src), len(tgt)))
-    nlist = faiss.read_index(str(trained)).ntotal  # more than nominal where lists were split
+    nlist = len(centroids)  # more than nominal where lists were split
     done = compared_pairs(lists["es"], lists["en"], nlist, common_lists=common)
     # equal lists at the nominal nlist
     balanced = len(src) * len(tgt) * (nprobe**2 if common else 2 * nprobe) / nominal
@@ -134,6 +134,7 @@ def run(args, paths, truth, *, nlist: int | None, nprobe: int) -> dict:
         "n_es": len(src),
         "n_en": len(tgt),
         "index": dataclasses.asdict(cfg) | {"nlist": nlist, "nominal_nlist": nominal},
+        "compare": compare,
         "recall_at_k": {
             "es->en": recall(fwd[1], truth[0][1]),
             "en->es": recall(bwd[1], truth[1][1]),
@@ -163,7 +164,12 @@ def main() -> None:
     )
     parser.add_argument("--nprobe", type=int, nargs="+", default=[16])
     parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--compare", choices=["own_list", "common_list"], default="own_list")
+    parser.add_argument(
+        "--compare",
+        choices=["auto", "own_list", "common_list"],
+        default=None,
+        help="default: IndexConfig's",
+    )
     parser.add_argument(
         "--list-split", type=float, default=None, help="default: IndexConfig's; 0: no split"
     )

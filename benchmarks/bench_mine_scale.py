@@ -211,14 +211,14 @@ def job_train_index(out: Path, args, n_shards: int, nprobe: int):
     from psp.mine.index import train_index
 
     src, tgt = ([out / f"{side}.{s}.npy" for s in range(n_shards)] for side in ("src", "tgt"))
-    train_index(src, tgt, index_config(args, nprobe), out / "trained.faiss")
+    train_index(src, tgt, index_config(args, nprobe), out / "quantizer.npz")
 
 
 def job_index_shard(out: Path, args, *, side: str, shard: int, nprobe: int):
     from psp.mine.index import fill_index
 
     fill_index(
-        out / "trained.faiss",
+        out / "quantizer.npz",
         out / f"{side}.{shard}.npy",
         out / f"{side}.{shard}.{nprobe}.lists.npz",
         nprobe=nprobe,
@@ -247,7 +247,6 @@ def job_knn_shard_pair(out: Path, args, *, src_shard: int, tgt_shard: int, nprob
         out_npz=out / f"knn.{nprobe}.{src_shard}.{tgt_shard}.npz",
         src_lists=src_lists,
         tgt_lists=tgt_lists,
-        compare=index_config(args, nprobe).compare,
     )
 
 
@@ -368,7 +367,7 @@ def planted_mined(out: Path, nprobe: int) -> float:
 def job_outputs(out: Path, name: str, nprobe: int, params: dict) -> list[Path]:
     """What a job writes, so that ``--resume`` can tell finished jobs from the rest."""
     if name == "train_index":
-        return [out / "trained.faiss"]
+        return [out / "quantizer.npz"]
     if name == "index_shard":
         return [out / f"{params['side']}.{params['shard']}.{nprobe}.lists.npz"]
     if name == "knn_shard_pair":
@@ -431,7 +430,7 @@ def main() -> None:
     parser.add_argument("--nprobe", type=int, nargs="+", default=[IndexConfig().nprobe])
     parser.add_argument(
         "--compare",
-        choices=["own_list", "common_list"],
+        choices=["auto", "own_list", "common_list"],
         default=None,
         help="default: IndexConfig's",
     )
@@ -522,6 +521,10 @@ def measure(out: Path, args, n_shards: int) -> dict:
     for number, nprobe in enumerate(args.nprobe if ivf else [0]):
         run = pipeline(out, args, n_shards=n_shards, nprobe=nprobe, ivf=ivf, trained=number > 0)
         run["nprobe"] = nprobe
+        if ivf:
+            from psp.mine.index import load_quantizer
+
+            run["compare"] = load_quantizer(out / "quantizer.npz")[1]
         run["recall_at_k"] = {side: recall(out, side, nprobe, args.k) for side in ("src", "tgt")}
         run["planted_mined"] = planted_mined(out, nprobe)
         if ivf:
@@ -551,8 +554,8 @@ def ivf_flop(out: Path, args, n_shards: int, nprobe: int) -> float:
         for s in range(n_shards):
             with np.load(out / f"{side}.{s}.{nprobe}.lists.npz") as z:
                 lists[side].append(z["lists"])
-                nlist = int(z["nlist"])
-    common = index_config(args, nprobe).compare == "common_list"
+                nlist, compare = int(z["nlist"]), str(z["compare"])
+    common = compare == "common_list"
     pairs = sum(
         compared_pairs(a, b, nlist, common_lists=common) for a in lists["src"] for b in lists["tgt"]
     )

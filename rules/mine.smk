@@ -57,7 +57,7 @@ rule train_index:
         src=lambda wildcards: get_side_shards(wildcards, "src"),
         tgt=lambda wildcards: get_side_shards(wildcards, "tgt"),
     output:
-        index=temp("results/mine/work/{pair}/index/trained.faiss"),
+        index=temp("results/mine/work/{pair}/index/quantizer.npz"),
     log:
         "results/logs/train_index/{pair}.log",
     benchmark:
@@ -75,7 +75,7 @@ rule train_index:
 
 rule index_shard:
     input:
-        trained="results/mine/work/{pair}/index/trained.faiss",
+        trained="results/mine/work/{pair}/index/quantizer.npz",
         emb="results/mine/work/{pair}/emb/{side}.{shard}.npy",
     output:
         lists=temp("results/mine/work/{pair}/index/{side}.{shard}.lists.npz"),
@@ -114,7 +114,6 @@ rule knn_shard_pair:
         mem_mb=4000,
     params:
         k=lambda wildcards: get_mine_params(wildcards)["k"],
-        compare=lambda wildcards: get_mine_params(wildcards)["index"]["compare"],
     script:
         "../workflow_scripts/knn_shard_pair.py"
 

@@ -224,7 +224,7 @@ def _ivf_grid(tmp_path, x, y, cfg, shards=(2, 2)):
     """Train, assign and search the IVF grid as the workflow's jobs do; the reduced kNN."""
     xp, xs = sharded(tmp_path, "x", x.astype(np.float32), shards[0])
     yp, ys = sharded(tmp_path, "y", y.astype(np.float32), shards[1])
-    trained = tmp_path / "trained.faiss"
+    trained = tmp_path / "quantizer.npz"
     train_index(xs, ys, cfg, trained)
     lists = {}
     for name, paths in (("x", xs), ("y", ys)):
@@ -243,7 +243,6 @@ def _ivf_grid(tmp_path, x, y, cfg, shards=(2, 2)):
             k=4,
             src_lists=load_lists(lists["x", s]),
             tgt_lists=load_lists(lists["y", t]),
-            compare=cfg.compare,
         )
     return reduce_parts(parts, 4, xp, yp)
 
@@ -262,7 +261,7 @@ def test_ivf_matches_exact_when_probing_every_list(tmp_path):
     np.testing.assert_allclose(bwd[0], exact_bd, atol=1e-6)
     np.testing.assert_array_equal(fwd[1][:, 0], exact_fi[:, 0])
     np.testing.assert_array_equal(bwd[1][:, 0], exact_bi[:, 0])
-    assert load_lists(tmp_path / "y2.lists.npz").shape == (300, 8)
+    assert load_lists(tmp_path / "y2.lists.npz").lists.shape == (300, 8)
 
 
 @pytest.mark.parametrize(("compare", "nprobe"), [("own_list", 2), ("common_list", 1)])
@@ -302,9 +301,16 @@ def test_large_lists_are_split_and_the_knn_work_falls(tmp_path):
     _, exact = brute(x, x, 4)
     results = {}
     for split in (None, 1.5):
-        cfg = IndexConfig(ivf_min_size=1, nlist=40, nprobe=3, train_per_list=150, list_split=split)
-        train_index(xs, xs, cfg, tmp_path / "q.faiss")
-        lists = fill_index(tmp_path / "q.faiss", xs[0], tmp_path / "l.npz", nprobe=3)
+        cfg = IndexConfig(
+            ivf_min_size=1,
+            nlist=40,
+            nprobe=3,
+            compare="own_list",
+            train_per_list=150,
+            list_split=split,
+        )
+        train_index(xs, xs, cfg, tmp_path / "q.npz")
+        lists = fill_index(tmp_path / "q.npz", xs[0], tmp_path / "l.npz", nprobe=3).lists
         nlist = int(lists.max()) + 1
         stored = np.bincount(lists[:, 0], minlength=nlist)
         work = compared_pairs(lists, lists, nlist)
@@ -363,6 +369,61 @@ def test_ivf_compares_the_rows_that_probe_a_common_list():
     assert fi.tolist() == [[0, -1]] and bi.tolist() == [[0, -1]]
 
 
+def test_recall_probe_tells_flat_from_clustered_embeddings(tmp_path):
+    """``compare: auto`` decides per pair from the training sample: on vectors with no structure
+    (flat neighbourhoods) the probe finds ``own_list`` missing far more neighbours than
+    ``common_list``, so it takes ``common_list`` and keeps the k-means lists unsplit; on tight
+    clusters ``own_list`` loses nothing and is taken, its lists split. The choice travels with
+    the quantizer into every shard's list file, and the search that follows uses it."""
+    from psp.mine.index import load_quantizer, probe_recall
+
+    rng = np.random.default_rng(12)
+    flat = unit(rng, 4000, 64).astype(np.float32)
+    centres = unit(rng, 40, 64)
+    clustered = centres[rng.integers(0, 40, 4000)] + 0.15 * unit(rng, 4000, 64)
+    clustered = (clustered / np.linalg.norm(clustered, axis=1, keepdims=True)).astype(np.float32)
+    found = {}
+    for name, x in (("flat", flat), ("clustered", clustered)):
+        _, (a, b) = sharded(tmp_path, name, x, 2)
+        cfg = IndexConfig(ivf_min_size=1, nlist=32, nprobe=4, train_per_list=125)
+        centroids, compare = train_index([a], [b], cfg, tmp_path / f"{name}.q.npz")
+        recall = probe_recall(x, np.arange(len(x)) < 2000, centroids, 4)
+        lists = fill_index(tmp_path / f"{name}.q.npz", a, tmp_path / f"{name}.l.npz", nprobe=4)
+        assert load_quantizer(tmp_path / f"{name}.q.npz")[1] == compare == lists.compare
+        assert load_lists(tmp_path / f"{name}.l.npz").compare == compare
+        found[name] = compare, len(centroids), recall
+    (flat_compare, flat_nlist, _), (clus_compare, clus_nlist, clus_recall) = found.values()
+    assert (flat_compare, flat_nlist) == ("common_list", 32), found
+    assert clus_compare == "own_list" and clus_nlist >= 32, found
+    assert min(clus_recall["own_list"]) > 0.95, found
+    explicit = IndexConfig(ivf_min_size=1, nlist=32, nprobe=4, compare="own_list")
+    assert train_index([a], [b], explicit, tmp_path / "own.q.npz")[1] == "own_list"
+
+
+def test_list_files_of_different_quantizers_are_refused(tmp_path):
+    """Two shards' list files must come from one quantizer: mixed ``compare`` is stale files."""
+    rng = np.random.default_rng(13)
+    x = unit(rng, 600, 16).astype(np.float32)
+    plan, (a, b) = sharded(tmp_path, "x", x, 2)
+    for compare in ("own_list", "common_list"):
+        cfg = IndexConfig(ivf_min_size=1, nlist=8, nprobe=2, compare=compare)
+        train_index([a], [b], cfg, tmp_path / f"{compare}.npz")
+    fill_index(tmp_path / "own_list.npz", a, tmp_path / "a.lists.npz", nprobe=2)
+    fill_index(tmp_path / "common_list.npz", b, tmp_path / "b.lists.npz", nprobe=2)
+    with pytest.raises(InputError, match="different quantizers"):
+        search_pair(
+            a,
+            b,
+            (plan, plan),
+            tmp_path / "p.npz",
+            shards=(0, 1),
+            k=2,
+            src_lists=load_lists(tmp_path / "a.lists.npz"),
+            tgt_lists=load_lists(tmp_path / "b.lists.npz"),
+        )
+    assert not (tmp_path / "p.npz").exists()
+
+
 @pytest.mark.parametrize("common", [False, True])
 def test_ivf_products_in_chunks_give_the_same_neighbours(monkeypatch, common):
     """A list probed by more rows than one product holds is multiplied in chunks of source
@@ -404,7 +465,7 @@ def test_dimension_mismatch_names_both_files(tmp_path):
     with pytest.raises(InputError, match=r"a0\.npy has dim 8.*b\.npy has dim 6"):
         search_pair(a, b, (plan, plan), tmp_path / "p.npz")
     with pytest.raises(InputError, match=r"a0\.npy has dim 8.*b\.npy has dim 6"):
-        train_index([a], [b], IndexConfig(), tmp_path / "trained.faiss")
+        train_index([a], [b], IndexConfig(), tmp_path / "quantizer.npz")
     assert not (tmp_path / "p.npz").exists()
 
 

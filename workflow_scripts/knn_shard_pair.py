@@ -15,5 +15,4 @@ knn_shard_pair(
     out_npz=snakemake.output.knn,
     src_lists=load_lists(snakemake.input.src_lists),
     tgt_lists=load_lists(snakemake.input.tgt_lists),
-    compare=snakemake.params.compare,
 )

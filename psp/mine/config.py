@@ -46,7 +46,9 @@ class IndexConfig:
     the stored embeddings: the scores are the exact inner products, only the candidates are
     approximate. ``compare`` says which pairs: ``own_list``, those whose one row probes the
     other's own list; ``common_list``, those whose rows probe a common list (more pairs, faster
-    products, and the recall that flat real-embedding neighbourhoods need).
+    products, and the recall that flat real-embedding neighbourhoods need); ``auto``, one of the
+    two chosen per pair by a recall probe on the quantizer's training sample
+    (:func:`psp.mine.index.probe_recall`).
 
     Every row's coarse assignment costs ``nlist`` inner products and its scan ``nprobe · n /
     nlist``; ``nlist = sqrt(nprobe · n)`` makes the two equal, which minimises their sum. The
@@ -58,7 +60,7 @@ class IndexConfig:
     ivf_min_size: int
     nlist: int | None  # None: sqrt(nprobe * n), assignment and scan in balance
     nprobe: int
-    compare: Literal["own_list", "common_list"]
+    compare: Literal["auto", "own_list", "common_list"]
     train_size: int | None  # None: train_per_list * nlist, at most n
     train_per_list: int
     train_iters: int

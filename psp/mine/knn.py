@@ -23,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 from psp.io import InputError, atomic_path
-from psp.mine.index import KNN
+from psp.mine.index import KNN, Lists
 from psp.mine.ivf import ivf_knn_both_directions
 from psp.mine.plan import Shard, ShardPlan
 from psp.mine.shards import open_embeddings, read_rows
@@ -91,9 +91,8 @@ def knn_shard_pair(
     k: int,
     out_npz: str | os.PathLike,
     block_size: int = 4096,
-    src_lists: np.ndarray | None = None,
-    tgt_lists: np.ndarray | None = None,
-    compare: str = "own_list",
+    src_lists: Lists | None = None,
+    tgt_lists: Lists | None = None,
 ) -> Path:
     """Top-k both directions between one source and one target shard, written to ``out_npz``.
 
@@ -108,11 +107,9 @@ def knn_shard_pair(
         block_size: rows per block of the exact search; its peak memory grows with the square
             (see :func:`memory_estimate`).
         src_lists, tgt_lists: the two shards' rows' nearest lists (``psp.mine.index.fill_index``,
-            one quantizer for the pair): list-major search (:mod:`psp.mine.ivf`). ``None`` for
-            both: exact search, one matrix product per block pair serving both directions.
-        compare: which pairs list-major search scores (``IndexConfig.compare``): ``own_list``,
-            those whose one row probes the other's own list; ``common_list``, those whose rows
-            probe a common list.
+            one quantizer for the pair) and which pairs to score (their ``compare``, the same for
+            both): list-major search (:mod:`psp.mine.ivf`). ``None`` for both: exact search, one
+            matrix product per block pair serving both directions.
     """
     src, tgt = open_embeddings(src_npy), open_embeddings(tgt_npy)
     entries = _check_pair(src_npy, tgt_npy, src_plan.shards[src_shard], tgt_plan.shards[tgt_shard])
@@ -127,7 +124,7 @@ def knn_shard_pair(
             src_lists=_rows_of(src_lists, src),
             tgt_lists=_rows_of(tgt_lists, tgt),
             k=k,
-            common_lists=compare == "common_list",
+            common_lists=_compare_of(src_lists, tgt_lists, src, tgt) == "common_list",
         )
     else:
         log.info(
@@ -156,12 +153,21 @@ def _check_pair(src_npy, tgt_npy, src_entry: Shard, tgt_entry: Shard) -> tuple[S
     return src_entry, tgt_entry
 
 
-def _rows_of(lists: np.ndarray, shard) -> np.ndarray:
-    if len(lists) != len(shard):
+def _rows_of(lists: Lists, shard) -> np.ndarray:
+    if len(lists.lists) != len(shard):
         raise InputError(
-            f"{shard.path}: {len(shard)} rows, its list assignments {len(lists)} (stale index files)"
+            f"{shard.path}: {len(shard)} rows, its list assignments {len(lists.lists)} (stale index files)"
         )
-    return lists
+    return lists.lists
+
+
+def _compare_of(src_lists: Lists, tgt_lists: Lists, src, tgt) -> str:
+    if src_lists.compare != tgt_lists.compare:
+        raise InputError(
+            f"{src.path} and {tgt.path}: list assignments of different quantizers "
+            f"(compare {src_lists.compare} against {tgt_lists.compare}; stale index files)"
+        )
+    return src_lists.compare
 
 
 def _write_part(out_npz, fwd: KNN, bwd: KNN, *, entries: tuple, shards: tuple, k: int) -> None:

@@ -85,7 +85,7 @@ def index_pair(
 
     Returns, per side, each shard's list assignment file.
     """
-    trained = work_dir / "trained.faiss"
+    trained = work_dir / "quantizer.npz"
     if not trained.exists():
         train_index(src_shards, tgt_shards, cfg.index, trained)
     files = {}
@@ -129,7 +129,6 @@ def run_knn(
                     block_size=cfg.block_size,
                     src_lists=load_lists(lists["src"][s]) if lists else None,
                     tgt_lists=load_lists(lists["tgt"][t]) if lists else None,
-                    compare=cfg.index.compare if cfg.index else "own_list",
                 )
             parts.append(part)
     return reduce_parts(parts, cfg.k, src_plan, tgt_plan)
