@@ -189,9 +189,12 @@ def run_jobs(name: str, out: Path, args, jobs: list[dict]) -> list[dict]:
             number, params = pending.pop(0)
             cmd = [sys.executable, __file__, "--job", name, "--dir", str(out), "--params"]
             cmd += [json.dumps(params | {"threads": threads, "args": vars(args)}, default=str)]
-            running[subprocess.Popen(cmd).pid] = (number, params, time.perf_counter())
+            proc = subprocess.Popen(cmd)
+            # the Popen is kept: one collected while its child runs is reaped by the next Popen
+            running[proc.pid] = (proc, number, params, time.perf_counter())
         pid, status, usage = os.wait4(-1, 0)
-        number, params, t0 = running.pop(pid)
+        proc, number, params, t0 = running.pop(pid)
+        proc.returncode = os.waitstatus_to_exitcode(status)
         if status != 0:
             raise SystemExit(f"job {name} {params} failed with status {status}")
         results[number] = {
