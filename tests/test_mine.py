@@ -387,17 +387,33 @@ def test_recall_probe_tells_flat_from_clustered_embeddings(tmp_path):
         _, (a, b) = sharded(tmp_path, name, x, 2)
         cfg = IndexConfig(ivf_min_size=1, nlist=32, nprobe=4, train_per_list=125)
         centroids, compare = train_index([a], [b], cfg, tmp_path / f"{name}.q.npz")
-        recall = probe_recall(x, 2000, centroids, 4)
+        probe = probe_recall(x, 2000, centroids, 4)
         lists = fill_index(tmp_path / f"{name}.q.npz", a, tmp_path / f"{name}.l.npz", nprobe=4)
         assert load_quantizer(tmp_path / f"{name}.q.npz")[1] == compare == lists.compare
         assert load_lists(tmp_path / f"{name}.l.npz").compare == compare
-        found[name] = compare, len(centroids), recall
-    (flat_compare, flat_nlist, _), (clus_compare, clus_nlist, clus_recall) = found.values()
+        found[name] = compare, len(centroids), probe
+    (flat_compare, flat_nlist, flat_probe), (clus_compare, clus_nlist, clus_probe) = found.values()
     assert (flat_compare, flat_nlist) == ("common_list", 32), found
+    assert flat_probe.hub_factor < 1.5, found  # no list probed by far more rows than another
     assert clus_compare == "own_list" and clus_nlist >= 32, found
-    assert min(clus_recall["own_list"]) > 0.95, found
+    assert min(clus_probe.recall["own_list"]) > 0.95, found
     explicit = IndexConfig(ivf_min_size=1, nlist=32, nprobe=4, compare="own_list")
     assert train_index([a], [b], explicit, tmp_path / "own.q.npz")[1] == "own_list"
+
+
+def test_auto_compare_keeps_own_list_where_common_list_would_pay_for_hub_lists(caplog):
+    """Where a few lists are probed by very many rows, ``common_list``'s products (probing rows ×
+    probing rows) cost several times those of equal lists: ``auto`` keeps ``own_list`` then, and
+    says what recall it gives up."""
+    from psp.mine.index import Probe, choose_compare
+
+    flat = {"own_list": (0.78, 0.74), "common_list": (0.96, 0.95)}
+    assert choose_compare(Probe(flat, hub_factor=1.7)) == "common_list"
+    with caplog.at_level("WARNING", logger="psp.mine.index"):
+        assert choose_compare(Probe(flat, hub_factor=6.8)) == "own_list"
+    assert "0.21 fewer" in caplog.text and "6.8 x the pairs of equal lists" in caplog.text
+    near = {"own_list": (0.95, 0.95), "common_list": (0.98, 0.99)}
+    assert choose_compare(Probe(near, hub_factor=1.0)) == "own_list"
 
 
 def test_list_files_of_different_quantizers_are_refused(tmp_path):

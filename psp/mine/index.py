@@ -47,8 +47,13 @@ PROBE_K = 4
 #: 0.007 on a recall near 0.8.
 PROBE_QUERIES = 1000
 #: ``compare: auto`` takes ``common_list`` where, on the probe, ``own_list`` finds a share of the
-#: neighbours smaller than ``common_list``'s by more than this, in either direction.
+#: neighbours smaller than ``common_list``'s by more than this, in either direction ...
 AUTO_RECALL_GAP = 0.05
+#: ... and ``common_list``'s products, probing rows × probing rows per list, come to at most this
+#: multiple of what equal lists would need: the es-en embeddings' came to 1.7, the synthetic
+#: benchmark's hub lists (near very many rows) to 6.8 at 2M, where its kNN jobs ran over ten
+#: times as long as ``own_list``'s.
+AUTO_MAX_HUB_FACTOR = 3.0
 
 
 @dataclass(frozen=True)
@@ -127,9 +132,9 @@ def train_index(
     compare = cfg.compare
     if compare == "auto":
         n_src_sample = int(np.searchsorted(ids, n_src))  # ids are sorted: source rows first
-        recall = probe_recall(sample, n_src_sample, centroids, cfg.nprobe, seed=cfg.seed)
-        compare = choose_compare(recall)
-        log.info("recall probe %s: compare %s", recall, compare)
+        probe = probe_recall(sample, n_src_sample, centroids, cfg.nprobe, seed=cfg.seed)
+        compare = choose_compare(probe)
+        log.info("%s: compare %s", probe, compare)
     if compare == "own_list" and cfg.list_split is not None:
         centroids = split_large_lists(sample, centroids, cfg)
         log.info(
@@ -140,31 +145,45 @@ def train_index(
     return centroids, compare
 
 
+@dataclass(frozen=True)
+class Probe:
+    """What :func:`probe_recall` measured on the training sample: per ``compare``, the share of
+    the probe's neighbour pairs it scores (source → target, target → source), and
+    ``hub_factor``, ``common_list``'s row pairs over those of equal lists."""
+
+    recall: dict[str, tuple[float, float]]
+    hub_factor: float
+
+
 def probe_recall(
     sample: np.ndarray, n_src: int, centroids: np.ndarray, nprobe: int, *, seed: int = 0
-) -> dict[str, tuple[float, float]]:
+) -> Probe:
     """Recall of each ``compare`` on the training sample (its first ``n_src`` rows source rows,
     the others target rows): per direction, ``PROBE_QUERIES`` sampled rows' ``PROBE_K`` nearest
     rows of the other side's sampled rows (exact), and the share of those pairs each way of
-    comparing would score at ``nprobe``.
+    comparing would score at ``nprobe``; and from the same queries' probes, how far lists
+    probed by many rows inflate ``common_list``'s products (``nlist · Σ p_src · p_tgt /
+    nprobe²`` over the lists, ``p`` the share of a side's queries probing the list: 1 for equal
+    lists).
 
     Among a sample the neighbours are further than among all rows (on the es-en embeddings the
     probe gave 0.78 / 0.74 for ``own_list`` and 0.96 / 0.95 for ``common_list``, against 0.80 /
     0.73 and 0.97 / 0.96 measured over every row; on the synthetic 1M benchmark 0.95 / 0.95
-    and 0.98 / 0.99, against 0.99 measured for ``own_list``), so it is a slightly pessimistic
-    estimate, enough to tell the two kinds of data apart. It costs a few seconds next to the
-    k-means, and no copy of the sample.
+    and 0.98 / 0.99, against 0.99 measured for ``own_list``), so it is a somewhat pessimistic
+    estimate. It costs a few seconds next to the k-means, and no copy of the sample.
     """
     quantizer = faiss.IndexFlatIP(centroids.shape[1])
     quantizer.add(centroids)
     nprobe = min(nprobe, len(centroids))
     rng = np.random.default_rng(seed)
     recall = {"own_list": [], "common_list": []}
+    probed = []  # per side, the share of its queries probing each list
     for queries, base in ((sample[:n_src], sample[n_src:]), (sample[n_src:], sample[:n_src])):
         k = min(PROBE_K, len(base))
         if len(queries) == 0 or k == 0:
             for values in recall.values():
                 values.append(1.0)
+            probed.append(np.full(len(centroids), nprobe / len(centroids)))
             continue
         q = queries[rng.choice(len(queries), min(PROBE_QUERIES, len(queries)), replace=False)]
         neighbours = base[faiss.knn(q, base, k, metric=faiss.METRIC_INNER_PRODUCT)[1].ravel()]
@@ -174,15 +193,33 @@ def probe_recall(
         common = (n_probes[..., :, None] == q_probes[..., None, :]).any((-1, -2))
         recall["own_list"].append(float(own.mean()))
         recall["common_list"].append(float(common.mean()))
-    return {key: tuple(values) for key, values in recall.items()}
+        probed.append(np.bincount(q_probes.ravel(), minlength=len(centroids)) / len(q))
+    hub_factor = float(len(centroids) * (probed[0] @ probed[1]) / nprobe**2)
+    return Probe({key: tuple(values) for key, values in recall.items()}, hub_factor)
 
 
-def choose_compare(recall: dict[str, tuple[float, float]]) -> str:
+def choose_compare(probe: Probe) -> str:
     """``own_list`` (the cheaper products) unless the probe shows it missing over
-    ``AUTO_RECALL_GAP`` of the neighbours in a direction where ``common_list`` finds them: the
-    flat neighbourhoods of real sentence embeddings (docs/mining.md, Sizing)."""
+    ``AUTO_RECALL_GAP`` of the neighbours in a direction where ``common_list`` finds them (the
+    flat neighbourhoods of real sentence embeddings) and ``common_list`` costs at most
+    ``AUTO_MAX_HUB_FACTOR`` times the products of equal lists; where it would cost more, the
+    recall ``own_list`` gives up is logged, as ``nprobe`` or ``compare`` is then the user's call
+    (docs/mining.md, Sizing)."""
+    recall = probe.recall
     gap = max(c - o for o, c in zip(recall["own_list"], recall["common_list"], strict=True))
-    return "common_list" if gap > AUTO_RECALL_GAP else "own_list"
+    if gap <= AUTO_RECALL_GAP:
+        return "own_list"
+    if probe.hub_factor <= AUTO_MAX_HUB_FACTOR:
+        return "common_list"
+    log.warning(
+        "compare auto: own_list scores %.2f fewer of the probe's neighbour pairs than common_list,"
+        " but common_list would compare %.1f x the pairs of equal lists (its products are probing"
+        " rows x probing rows, and some lists are probed by very many rows): own_list; raise"
+        " nprobe for more recall, or set compare: common_list",
+        gap,
+        probe.hub_factor,
+    )
+    return "own_list"
 
 
 def _kmeans(x: np.ndarray, nlist: int, cfg: IndexConfig) -> np.ndarray:
