@@ -17,17 +17,31 @@ from __future__ import annotations
 import torch
 
 
-def put_rows(table: torch.Tensor, rows: torch.Tensor, values: torch.Tensor) -> None:
-    """``table[rows] = values`` for unique ``rows``.
-
-    On the CPU, NumPy's fancy assignment copies whole rows and runs about twice as fast as
-    ``index_copy_`` (1.7 vs 3.0 ms for 3.2k rows of 1024 floats), which matters at three
-    write-backs per step.
-    """
-    if table.device.type == "cpu":
-        table.detach().numpy()[rows.numpy()] = values.detach().numpy()
-    else:
-        table.index_copy_(0, rows, values)
+def fused_adam_rows_(
+    adam: LazyAdam, rows: torch.Tensor, grad: torch.Tensor, *, grad_scale: float = 1.0
+) -> None:
+    """:func:`psp.train.kernels.adam_rows_` with torch ops, for any device: the rows and their
+    moments gathered, one pass of ``torch._fused_adam_`` (the kernel behind
+    ``torch.optim.Adam(fused=True)``) over the copies, and the copies written back."""
+    full = (adam.weight, adam.exp_avg, adam.exp_avg_sq)
+    parts = [t.index_select(0, rows) for t in full]
+    torch._fused_adam_(
+        [parts[0]],
+        [grad * grad_scale],
+        [parts[1]],
+        [parts[2]],
+        [],
+        [torch.tensor(float(adam.steps), device=adam.weight.device)],
+        lr=adam.lr,
+        beta1=adam.betas[0],
+        beta2=adam.betas[1],
+        weight_decay=0.0,
+        eps=adam.eps,
+        amsgrad=False,
+        maximize=False,
+    )
+    for tensor, part in zip(full, parts):
+        tensor.index_copy_(0, rows, part)
 
 
 class LazyAdam:
@@ -58,46 +72,36 @@ class LazyAdam:
         self.exp_avg_sq = torch.zeros_like(weight)
         self.steps = 0
 
+    def share_memory_(self) -> LazyAdam:
+        """Move the table and both moments to shared memory, so that worker processes update
+        them in place (:mod:`psp.train.parallel`)."""
+        for tensor in (self.weight, self.exp_avg, self.exp_avg_sq):
+            tensor.share_memory_()
+        return self
+
     @torch.no_grad()
     def step(
-        self, rows: torch.Tensor, grad: torch.Tensor, values: torch.Tensor | None = None
+        self,
+        rows: torch.Tensor,
+        grad: torch.Tensor,
+        *,
+        grad_scale: float = 1.0,
+        step: int | None = None,
     ) -> None:
-        """Apply one update; ``rows`` must be unique, ``grad`` is ``(len(rows), dim)``.
+        """Apply one update; ``rows`` must be unique, ``grad`` is ``(len(rows), dim)``, taken
+        times ``grad_scale``. ``step`` is the update's number for the bias correction
+        (default: this optimizer's count of updates, plus one); parallel workers pass the step
+        the update has in the run's schedule.
 
-        ``values``, if given, must be a fresh copy of ``weight[rows]`` (the trainer gathers it
-        for the forward pass anyway); it is updated in place and saves one gather.
-
-        The update is one pass of ``torch._fused_adam_`` (the kernel behind
-        ``torch.optim.Adam(fused=True)``) over the gathered rows and their moments, instead of
-        a dozen elementwise passes: at a few thousand rows of 1024 floats the update is bound
-        by memory traffic, so the number of passes is its cost.
+        On the CPU the update is one pass over the rows where they live
+        (:func:`psp.train.kernels.adam_rows_`), elsewhere :func:`fused_adam_rows_`.
         """
-        self.steps += 1
-        param = self.weight.index_select(0, rows) if values is None else values
-        exp_avg = self.exp_avg.index_select(0, rows)
-        exp_avg_sq = self.exp_avg_sq.index_select(0, rows)
-        step = torch.tensor(float(self.steps), device=self.weight.device)
-        torch._fused_adam_(
-            [param],
-            [grad],
-            [exp_avg],
-            [exp_avg_sq],
-            [],
-            [step],
-            lr=self.lr,
-            beta1=self.betas[0],
-            beta2=self.betas[1],
-            weight_decay=0.0,
-            eps=self.eps,
-            amsgrad=False,
-            maximize=False,
-        )
-        for full, part in (
-            (self.weight, param),
-            (self.exp_avg, exp_avg),
-            (self.exp_avg_sq, exp_avg_sq),
-        ):
-            put_rows(full, rows, part)
+        self.steps = self.steps + 1 if step is None else step
+        if self.weight.device.type == "cpu":
+            from psp.train.kernels import adam_rows_ as update
+        else:
+            update = fused_adam_rows_
+        update(self, rows, grad, grad_scale=grad_scale)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         return {
@@ -134,11 +138,17 @@ class DenseAdam:
 
     @torch.no_grad()
     def step(
-        self, rows: torch.Tensor, grad: torch.Tensor, values: torch.Tensor | None = None
+        self,
+        rows: torch.Tensor,
+        grad: torch.Tensor,
+        *,
+        grad_scale: float = 1.0,
+        step: int | None = None,
     ) -> None:
-        """As :meth:`LazyAdam.step`; ``values`` is accepted for the same call and not needed."""
+        """As :meth:`LazyAdam.step` (``step`` is torch's own count here: the dense baseline
+        runs in one process)."""
         full = torch.zeros_like(self.param)
-        full.index_copy_(0, rows, grad)
+        full.index_copy_(0, rows, grad * grad_scale)
         self.param.grad = full
         self.opt.step()
         self.param.grad = None

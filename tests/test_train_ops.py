@@ -8,16 +8,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from psp.optim import DenseAdam, LazyAdam
-from psp.train import Bags, margin_loss, mine_negatives, pool, unique_rows
+from psp.optim import DenseAdam, LazyAdam, fused_adam_rows_
+from psp.train import Bags, margin_loss, mine_negatives, pool, row_gradients, unique_rows
+from psp.train.kernels import adam_rows_, candidate_tolerance
+from psp.train.ops import sorted_row_gradients
+
+PRECISIONS = ["float32", "bfloat16"]
 
 
-def test_mined_negative_is_hardest_and_never_own_partner():
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_mined_negative_is_hardest_and_never_own_partner(precision):
     gen = torch.Generator().manual_seed(0)
     src = torch.nn.functional.normalize(torch.randn(301, 8, generator=gen), dim=1)
     # each target is a noisy copy of its source, so the own partner is the nearest: must be skipped
     tgt = torch.nn.functional.normalize(src + 0.05 * torch.randn(301, 8, generator=gen), dim=1)
-    neg_tgt, neg_src = mine_negatives(src, tgt, block=64)
+    neg_tgt, neg_src = mine_negatives(src, tgt, block=64, precision=precision)
     own = torch.arange(301)
     assert not (neg_tgt == own).any() and not (neg_src == own).any()
     sims = src @ tgt.T
@@ -26,34 +31,81 @@ def test_mined_negative_is_hardest_and_never_own_partner():
     assert torch.equal(neg_src, sims.argmax(dim=0))
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("block", [1, 7, 64, 500])
-def test_mined_negatives_break_ties_like_argmax(block):
+def test_mined_negatives_break_ties_like_argmax(block, precision):
     # few distinct vectors: many ties, across and inside blocks; argmax takes the first.
     # Entries in {-1, 0, 1} make every dot product exact whatever the summation order.
     gen = torch.Generator().manual_seed(3)
     basis = torch.randint(-1, 2, (4, 8), generator=gen).float()
     src = basis[torch.randint(0, 4, (97,), generator=gen)]
     tgt = basis[torch.randint(0, 4, (97,), generator=gen)]
-    neg_tgt, neg_src = mine_negatives(src, tgt, block=block)
+    neg_tgt, neg_src = mine_negatives(src, tgt, block=block, precision=precision)
     sims = src @ tgt.T
     sims.fill_diagonal_(-float("inf"))
     assert torch.equal(neg_tgt, sims.argmax(dim=1))
     assert torch.equal(neg_src, sims.argmax(dim=0))
 
 
-def test_pool_gradient_is_embedding_bag_gradient():
+def test_bfloat16_mining_finds_the_float32_negatives_of_real_sentences(spm_path, news):
+    """Sentence embeddings (a random table over real text: many near neighbours) mined with
+    the bfloat16 product and with float32: the same negatives, or, where a choice differs, one
+    of the same float32 cosine to within float32 rounding."""
+    from psp.spm import PieceEncoder
+
+    encoder = PieceEncoder(spm_path)
+    ids, offsets = encoder.encode(news[:3000])
+    bags = Bags(torch.from_numpy(ids).long(), torch.from_numpy(offsets).long())
+    table = torch.randn(encoder.vocab_size, 256, generator=torch.Generator().manual_seed(6))
+    emb = F.normalize(F.embedding_bag(bags.ids, table, bags.offsets[:-1], mode="mean"), dim=1)
+    src, tgt = emb[:1500], emb[1500:]
+    exact = mine_negatives(src, tgt, block=256, precision="float32")
+    fast = mine_negatives(src, tgt, block=256, precision="bfloat16")
+    rows = torch.arange(1500)
+    for (ours, theirs), cosine in zip(
+        zip(fast, exact),
+        (lambda j: (src[rows] * tgt[j]).sum(1), lambda i: (src[i] * tgt[rows]).sum(1)),
+    ):
+        assert (ours == theirs).float().mean() > 0.999
+        torch.testing.assert_close(cosine(ours), cosine(theirs), rtol=0, atol=1e-6)
+
+
+def test_bfloat16_product_error_stays_within_half_the_candidate_tolerance():
+    """Near the worst case of the bound (a unit vector of equal entries, |x_i y_i| summing to 1;
+    at dim 1000 each entry loses 0.4 % to bfloat16 rounding, near the most it can) and random
+    unit vectors."""
+    for dim in (64, 1000, 1024):
+        flat = torch.full((1, dim), dim**-0.5)
+        rand = F.normalize(torch.randn(500, dim, generator=torch.Generator().manual_seed(7)), dim=1)
+        for x in (flat, rand):
+            error = (x.bfloat16() @ x.bfloat16().T).float() - x @ x.T
+            assert float(error.abs().max()) <= candidate_tolerance(dim) / 2
+
+
+@pytest.mark.parametrize("gradients", [row_gradients, sorted_row_gradients])
+def test_row_gradients_are_the_embedding_bag_gradient(gradients):
     gen = torch.Generator().manual_seed(4)
-    lengths = torch.tensor([3, 0, 1, 5, 2])  # an empty bag too
+    lengths = torch.tensor([3, 0, 1, 5, 2, 4])  # an empty bag too
     offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
-    ids = torch.randint(0, 9, (int(offsets[-1]),), generator=gen)  # rows 9-11 unused
-    table = torch.randn(12, 6, generator=gen, dtype=torch.float64)
-    out_grad = torch.randn(5, 6, generator=gen, dtype=torch.float64)
-    ours, ref = table.clone().requires_grad_(), table.clone().requires_grad_()
-    pool(ours, Bags(ids, offsets)).backward(out_grad)
-    F.embedding_bag(ids, ref, offsets[:-1], mode="mean").backward(out_grad)
-    torch.testing.assert_close(ours.grad, ref.grad)
-    assert torch.autograd.gradcheck(
-        lambda t: pool(t, Bags(ids, offsets)), table.clone().requires_grad_()
+    local = torch.randint(0, 9, (int(offsets[-1]),), generator=gen)  # rows 9-11 unused
+    block = torch.randn(12, 6, generator=gen).requires_grad_()
+    out_grad = torch.randn(6, 6, generator=gen)
+    F.embedding_bag(local, block, offsets[:-1], mode="mean").backward(out_grad)
+    ours = gradients(out_grad, local, Bags(local, offsets), 12)
+    torch.testing.assert_close(ours, block.grad, rtol=0, atol=1e-6)
+    assert torch.equal(ours[9:], torch.zeros(3, 6))
+
+
+def test_cpu_row_gradients_give_the_sorted_sums_bits():
+    """The kernel adds each row's tokens in token order, as the stable sort does."""
+    gen = torch.Generator().manual_seed(5)
+    lengths = torch.randint(0, 30, (200,), generator=gen)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    local = torch.randint(0, 300, (int(offsets[-1]),), generator=gen)
+    grad = torch.randn(200, 64, generator=gen)
+    bags = Bags(local, offsets)
+    assert torch.equal(
+        row_gradients(grad, local, bags, 300), sorted_row_gradients(grad, local, bags, 300)
     )
 
 
@@ -147,16 +199,20 @@ def _twin_tables(seed: int, rows: int, dim: int):
     return gen, table.clone(), table.clone()
 
 
-def test_lazy_adam_with_gathered_values_is_the_same_update():
-    gen, a, b = _twin_tables(5, 30, 5)
-    plain, shared = LazyAdam(a, lr=0.01), LazyAdam(b, lr=0.01)
-    for _ in range(4):
-        rows = _random_rows(gen, 30, 9)
-        grad = torch.randn(9, 5, generator=gen)
-        plain.step(rows, grad)
-        shared.step(rows, grad, values=b.index_select(0, rows))
-    assert torch.equal(a, b)
-    assert torch.equal(plain.exp_avg_sq, shared.exp_avg_sq)
+def test_cpu_update_kernel_is_torch_fused_adam():
+    """The in-place kernel against ``torch._fused_adam_`` on gathered rows (the update before
+    the kernel, and the one other devices run): 30 steps, clipped, within float32 rounding."""
+    gen, a, b = _twin_tables(5, 300, 64)
+    kernel, fused = LazyAdam(a, lr=0.01), LazyAdam(b, lr=0.01)
+    for step in range(1, 31):
+        rows = _random_rows(gen, 300, 120)
+        grad = torch.randn(120, 64, generator=gen) * step
+        kernel.steps = fused.steps = step
+        adam_rows_(kernel, rows, grad, grad_scale=0.5)
+        fused_adam_rows_(fused, rows, grad, grad_scale=0.5)
+    torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(kernel.exp_avg, fused.exp_avg, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(kernel.exp_avg_sq, fused.exp_avg_sq, rtol=1e-5, atol=1e-6)
 
 
 def test_lazy_equals_dense_adam_when_every_row_has_gradient():
@@ -187,8 +243,8 @@ def test_lazy_adam_leaves_idle_rows_where_dense_adam_moves_them():
 class Recorder:
     """An optimizer that only keeps the gradient it is given."""
 
-    def step(self, rows, grad, values=None):
-        self.grad = grad.clone()
+    def step(self, rows, grad, *, grad_scale=1.0, step=None):
+        self.grad = grad * grad_scale
 
 
 @pytest.mark.parametrize("clip", [None, 1e-3])

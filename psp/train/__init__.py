@@ -11,6 +11,7 @@ grows by one every ``anneal`` minibatches up to ``megabatch_size`` and is never 
 One module per concern: :mod:`~psp.train.config` (hyperparameters), :mod:`~psp.train.data`
 (the per-epoch shuffle read from HDF5), :mod:`~psp.train.bags` (ragged sentences),
 :mod:`~psp.train.ops` (pooling and loss with hand-written backward passes),
+:mod:`~psp.train.kernels` (the step's compiled loops),
 :mod:`~psp.train.losses` (the objectives: this margin loss or the pair-weighting loss),
 :mod:`~psp.train.negatives` (mining), :mod:`~psp.train.step` (one sparse update),
 :mod:`~psp.train.checkpoint`, :mod:`~psp.train.log`, :mod:`~psp.train.selection` (best epoch)
@@ -26,7 +27,7 @@ from psp.train.data import EpochOrder, EpochStream, megabatch_windows
 from psp.train.loop import Trainer, train
 from psp.train.losses import MarginLoss, PairWeightingLoss, loss_for, pair_weighting_loss
 from psp.train.negatives import mine_negatives
-from psp.train.ops import embed_bags, margin_loss, pool
+from psp.train.ops import embed_bags, margin_loss, pool, row_gradients
 from psp.train.step import MinedMegabatch, train_step, unique_rows
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "pair_weighting_loss",
     "megabatch_windows",
     "pool",
+    "row_gradients",
     "train",
     "train_step",
     "unique_rows",

@@ -1,9 +1,11 @@
-"""The model's two differentiable pieces, mean pooling and the margin loss, each with a
-hand-written backward pass (fewer, larger kernels than autograd's on the CPU).
+"""The model's two differentiable pieces, mean pooling and the margin loss, with hand-written
+backward passes (fewer, larger kernels than autograd's on the CPU).
 
 :func:`pool` is training's pooling; inference pools with :func:`psp.pooling.mean_pool`. Without
 dropout the two give the same bits for every sentence with a known piece
-(``tests/test_train_ops.py``); only inference zeroes a sentence with none.
+(``tests/test_train_ops.py``); only inference zeroes a sentence with none. The backward of mean
+pooling is :func:`row_gradients`: the step pools straight from the table and hands the pooled
+rows' gradient to the optimizer, so no autograd graph reaches the table.
 """
 
 from __future__ import annotations
@@ -14,43 +16,20 @@ import torch.nn.functional as F
 from psp.train.bags import Bags
 
 
-class _MeanPool(torch.autograd.Function):
-    """``embedding_bag(mode="mean")`` whose backward is itself an ``embedding_bag``.
-
-    The gradient of row ``r`` is the sum, over the tokens that use ``r``, of their bag's
-    output gradient divided by the bag length: a sum pooling of the scaled output gradients
-    with the tokens grouped by row. Computed that way (one sort of the token ids) it writes
-    each gradient row once, about twice as fast on the CPU as ``embedding_bag``'s own
-    backward, which zero-fills the whole gradient and scatter-adds token by token.
-    """
-
-    @staticmethod
-    def forward(ctx, table: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor):
-        ctx.save_for_backward(ids, offsets)
-        ctx.n_rows = len(table)
-        return F.embedding_bag(ids, table, offsets[:-1], mode="mean")
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        ids, offsets = ctx.saved_tensors
-        lengths = offsets[1:] - offsets[:-1]
-        bag = torch.repeat_interleave(torch.arange(len(lengths), device=ids.device), lengths)
-        order = torch.argsort(ids, stable=True)
-        starts = torch.zeros(ctx.n_rows, dtype=torch.int64, device=ids.device)
-        torch.cumsum(torch.bincount(ids, minlength=ctx.n_rows)[:-1], 0, out=starts[1:])
-        per_token = grad / lengths.clamp(min=1).to(grad.dtype).unsqueeze(1)
-        return F.embedding_bag(bag[order], per_token, starts, mode="sum"), None, None
-
-
 def pool(
     table: torch.Tensor,
     bags: Bags,
     dropout: float = 0.0,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Mean of the rows of ``table`` for each bag; dropout (if any) on the piece embeddings."""
+    """Mean of the rows of ``table`` for each bag; dropout (if any) on the piece embeddings.
+
+    Without dropout this is ``embedding_bag(mode="mean")``, which reads only the rows the bags
+    use. With dropout it is written with ``index_add_``, so autograd reaches ``table`` (the
+    step then passes the gathered rows of the minibatch, not the whole table).
+    """
     if dropout <= 0:
-        return _MeanPool.apply(table, bags.ids, bags.offsets)
+        return F.embedding_bag(bags.ids, table, bags.offsets[:-1], mode="mean")
     tokens = table[bags.ids]
     keep = torch.rand(tokens.shape, generator=generator, device=tokens.device) >= dropout
     tokens = tokens * keep / (1 - dropout)
@@ -58,6 +37,36 @@ def pool(
     segment = torch.repeat_interleave(torch.arange(len(bags), device=tokens.device), lengths)
     sums = torch.zeros(len(bags), table.shape[1], device=tokens.device, dtype=tokens.dtype)
     return sums.index_add_(0, segment, tokens) / lengths.unsqueeze(1)
+
+
+def row_gradients(grad: torch.Tensor, local: torch.Tensor, bags: Bags, n_rows: int) -> torch.Tensor:
+    """The gradient of :func:`pool` (no dropout) on the rows it pooled: ``(n_rows, dim)``.
+
+    ``bags`` are the pooled sentences, ``local[t]`` the row (in ``[0, n_rows)``) of their
+    token ``t`` and ``grad`` the ``(n_bags, dim)`` gradient of their means. Row ``r`` gets,
+    for each token using it, that token's bag gradient divided by the bag's length. On the CPU
+    that is one pass of :func:`psp.train.kernels.row_gradients`, writing each row once; on
+    another device :func:`sorted_row_gradients`, a sum pooling of the scaled bag gradients
+    with the tokens grouped by row (one stable sort): the same sums in the same order.
+    """
+    if grad.device.type == "cpu":
+        from psp.train.kernels import row_gradients as cpu_row_gradients
+
+        return cpu_row_gradients(grad, local, bags.offsets, n_rows)
+    return sorted_row_gradients(grad, local, bags, n_rows)
+
+
+def sorted_row_gradients(
+    grad: torch.Tensor, local: torch.Tensor, bags: Bags, n_rows: int
+) -> torch.Tensor:
+    """:func:`row_gradients` with torch ops, for any device."""
+    lengths = bags.offsets[1:] - bags.offsets[:-1]
+    bag = torch.repeat_interleave(torch.arange(len(lengths), device=grad.device), lengths)
+    order = torch.argsort(local, stable=True)
+    starts = torch.zeros(n_rows, dtype=torch.int64, device=grad.device)
+    torch.cumsum(torch.bincount(local, minlength=n_rows)[:-1], 0, out=starts[1:])
+    per_bag = grad / lengths.clamp(min=1).to(grad.dtype).unsqueeze(1)
+    return F.embedding_bag(bag[order], per_bag, starts, mode="sum")
 
 
 @torch.no_grad()

@@ -1,9 +1,11 @@
 """One minibatch update on the few thousand table rows the minibatch uses.
 
-The gradient of a minibatch lives on those rows, so the step gathers them once
-(``index_select``), pools them, back-propagates the objective's loss (:mod:`psp.train.losses`)
-into that small block and hands ``(rows, grad)`` and the gathered rows to a row-sparse Adam
-(:mod:`psp.optim`), which updates them in one fused pass and writes them back.
+The step pools the minibatch's sentences straight from the table, back-propagates the
+objective's loss (:mod:`psp.train.losses`) to the pooled embeddings only, turns that into the
+gradient of the rows used (:func:`psp.train.ops.row_gradients`, one pass) and hands
+``(rows, grad)`` to a row-sparse Adam (:mod:`psp.optim`), which updates the rows and their
+moments where they live. With dropout the rows are gathered first and autograd reaches them
+through the dropped-out tokens.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from psp.optim import DenseAdam, LazyAdam
 from psp.train.bags import Bags
 from psp.train.config import TrainConfig
 from psp.train.losses import loss_for
-from psp.train.ops import pool
+from psp.train.ops import pool, row_gradients
 
 
 @contextlib.contextmanager
@@ -63,23 +65,32 @@ def train_step(
     pairs: torch.Tensor,
     cfg: TrainConfig,
     generator: torch.Generator | None = None,
+    step: int | None = None,
 ) -> float:
     """One minibatch update on mega-batch ``pairs`` under ``cfg.loss``; returns the loss.
 
     Only the unique rows used by the minibatch (its pairs, and their mined negatives for the
-    margin loss) take part in autograd, so the gradient comes out coalesced, ``(rows, dim)``;
-    clipping on it sees the same norm a dense gradient would have.
+    margin loss) get a gradient, coalesced, ``(rows, dim)``; clipping on it sees the same norm
+    a dense gradient would have. ``step`` numbers the update for Adam's bias correction
+    (default: the optimizer's own count).
     """
     objective = loss_for(cfg)
     sentences = objective.sentences(batch, pairs)
     rows, local = unique_rows(sentences.ids, len(table))
-    block = table.index_select(0, rows).requires_grad_()
-    emb = pool(block, Bags(local, sentences.offsets), cfg.dropout, generator)
-    loss = objective(emb, len(pairs))
-    loss.backward()
-    grad = block.grad
+    if cfg.dropout > 0:
+        block = table.index_select(0, rows).requires_grad_()
+        emb = pool(block, Bags(local, sentences.offsets), cfg.dropout, generator)
+        loss = objective(emb, len(pairs))
+        loss.backward()
+        grad = block.grad
+    else:
+        emb = pool(table, sentences).requires_grad_()
+        loss = objective(emb, len(pairs))
+        loss.backward()
+        grad = row_gradients(emb.grad, local, sentences, len(rows))
+    scale = 1.0
     if cfg.grad_clip is not None:
         norm = torch.linalg.vector_norm(grad)
-        grad.mul_(torch.clamp(cfg.grad_clip / (norm + 1e-6), max=1.0))
-    optimizer.step(rows, grad, values=block.detach())
+        scale = float(torch.clamp(cfg.grad_clip / (norm + 1e-6), max=1.0))
+    optimizer.step(rows, grad, grad_scale=scale, step=step)
     return float(loss.detach())
