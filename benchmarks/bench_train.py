@@ -1,27 +1,28 @@
-"""Training speed: lazy row-sparse Adam vs dense Adam, the per-epoch shuffle vs the former block
-order, the pair-weighting loss vs the margin loss, plus STS-B quality.
+"""Training speed per worker count against the former step, with the quality of each model.
 
-One command, one run, same data and hyperparameters for all (dim 1024, batch 128, mega-batch
-100): lazy Adam with the per-epoch permutation (:mod:`psp.train.data`), lazy Adam with the
-former order (contiguous blocks of one capped mega-batch, only the block order permuted per
-epoch: kept here, in :func:`former_order`, as the "before" of the shuffle), dense Adam, and
-lazy Adam with ``loss: pair_weighting`` (no mega-batch mining; ``--runs`` picks some). The
-data: the es-en bitext of the data mirror (wmt-newstest + un-v1.0-dev-test, ~24k pairs),
-lowercased, a SentencePiece model of 8k pieces, written with ``psp.hdf5.write_pairs``.
+One command, one run, the same data and hyperparameters for every row (the paper's: dim 1024,
+batch 128, mega-batch 100; ``anneal`` 1 so the mega-batch reaches 100 within the first 100
+steps and the whole run trains at it). The data: the default run's English corpora read from
+the data mirror (ParaSCI, Flickr30k captions, the es-, fr- and de-en bitext), lowercased, with a
+SentencePiece model of each ``--vocab`` size, written with ``psp.hdf5.write_pairs``.
 
-``anneal`` is set to 1 (paper: 150) so that the mega-batch size reaches 100 within the first
-epoch; the last epoch then runs entirely at mega-batch 100, and its speed (data reading,
-negative mining and updates) is the steady state reported: pairs per wall second, and pairs per
-CPU second of the process (on a machine shared with other jobs, wall time says little; with
-2 dedicated cores and good scaling, wall pairs/s approaches 2x the per-CPU-second figure).
-A second line splits one mega-batch's time into its two phases: reading + embedding + negative
-mining (one ``n x n x dim`` matmul) and its 100 minibatch steps (gather, pool, loss, update).
-After the same epochs, both models are scored on STS-B dev/test (Spearman x100 of cosine).
-Last, the optimizer update alone (CPU ms) for a 8k and a 50k vocabulary: the dense cost grows
-with the table, the lazy one with the rows a minibatch uses.
+Rows, for each vocabulary:
 
-    python benchmarks/bench_train.py [--data ../shared/data] [--epochs 2] [--threads 2]
-        [--runs lazy,pair_weighting]
+- ``former step``: one worker on one thread, with the step this trainer had before its compiled
+  kernels (:func:`former_step`: float32 mining, the torch-op row gradient and ``torch._fused_adam_``
+  over gathered rows, which other devices still run): the baseline;
+- ``N workers``: ``train.workers: N`` with ``threads: N`` (one thread per worker).
+
+For each row: pairs per second of training (the run's pairs over its mega-batch seconds, the
+log's ``elapsed``: no start-up, evaluation or checkpoints), its ratio to the baseline, the
+efficiency ``rate / (N * rate of 1 worker)``, the wall seconds of the whole run, the time split
+per 100 steps, one mega-batch at the cap (``train_log.tsv``'s phase columns, seconds summed
+over workers: data wait, embedding and mining, steps, optimizer updates) and, after the same epochs, STS-B dev/test
+Spearman x 100 and Tatoeba spa error % (mean of both directions). Last, the optimizer update
+alone for a real minibatch's rows: the lazy kernel against dense Adam.
+
+    python benchmarks/bench_train.py [--data ../shared/data] [--epochs 2] [--workers 1 2]
+        [--vocab 8000 50000] [--no-baseline]
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import argparse
 import contextlib
 import csv
 import gzip
-import math
+import json
 import os
 import tempfile
 import time
@@ -40,145 +41,118 @@ from unittest import mock
 
 import numpy as np
 import torch
-from scipy.stats import spearmanr
 
+from psp.evaluate import StsbEvaluator, TatoebaEvaluator
 from psp.hdf5 import write_pairs
 from psp.io import atomic_open
 from psp.model import load
-from psp.optim import DenseAdam, LazyAdam
+from psp.optim import DenseAdam, LazyAdam, fused_adam_rows_
 from psp.spm import train_spm
 from psp.train import TrainConfig, train
-from psp.train.bags import concat_bags, truncated_bags
+from psp.train.log import PHASE_COLUMNS
+from psp.train.ops import sorted_row_gradients
 
 REPO = Path(__file__).resolve().parents[1]
-CORPORA = ("wmt-newstest", "un-v1.0-dev-test")
+#: The default run's English corpora (config.yaml, models.en), read without its filters.
+PARAPHRASE = ("parasci/acl-train", "parasci/arxiv-val", "parasci/arxiv-test")
+PARAPHRASE += ("flickr30k-captions/train", "flickr30k-captions/val")
+BITEXT = ("es-en/wmt-newstest", "es-en/un-v1.0-dev-test", "fr-en/wmt-newstest")
+BITEXT += ("fr-en/un-v1.0-dev-test", "de-en/wmt-newstest", "es-en/xnli", "fr-en/xnli")
+BITEXT += ("de-en/xnli",)
 
 
-class BlockOrder:
-    """The former epoch order: the file in blocks of one capped mega-batch, blocks permuted."""
+def read_pairs(data: Path) -> list[tuple[str, str]]:
+    """Lowercased pairs of :data:`PARAPHRASE` (``sent1<TAB>sent2[...]``) and :data:`BITEXT`."""
+    pairs = []
+    for name in PARAPHRASE:
+        with gzip.open(data / "paraphrase" / f"{name}.tsv.gz", "rt", encoding="utf-8") as fh:
+            pairs += [tuple(line.rstrip("\n").split("\t")[:2]) for line in fh]
+    for name in BITEXT:
+        pair, corpus = name.split("/")
+        xx = pair.split("-")[0]
+        base = data / "bitext" / pair / corpus
+        with gzip.open(f"{base}.{xx}.gz", "rt") as src, gzip.open(f"{base}.en.gz", "rt") as tgt:
+            pairs += [(a.rstrip("\n"), b.rstrip("\n")) for a, b in zip(src, tgt)]
+    return [(a.strip().lower(), b.strip().lower()) for a, b in pairs if a.strip() and b.strip()]
 
-    def __init__(self, n_pairs: int, seed: int, epoch: int, window_pairs: int):
-        self.n_pairs, self.block = n_pairs, window_pairs
-        self.blocks = np.random.default_rng([seed, epoch]).permutation(
-            math.ceil(n_pairs / window_pairs)
-        )
 
-    def __len__(self) -> int:
-        return self.n_pairs
-
-
-class BlockStream:
-    """Reads stream positions of a :class:`BlockOrder` as at most two contiguous slices."""
-
-    def __init__(self, reader, order: BlockOrder, max_pieces: int | None):
-        self.reader, self.order, self.max_pieces = reader, order, max_pieces
-
-    def __len__(self) -> int:
-        return len(self.order)
-
-    def read(self, start: int, stop: int):
-        src, tgt, block = [], [], self.order.block
-        for k, b in enumerate(self.order.blocks):
-            first = int(b) * block
-            length = min(first + block, self.order.n_pairs) - first
-            lo, hi = max(start, k * block), min(stop, k * block + length)
-            if lo < hi:
-                batch = self.reader.read(lo - k * block + first, hi - k * block + first)
-                src.append(truncated_bags(batch.src_ids, batch.src_offsets, self.max_pieces))
-                tgt.append(truncated_bags(batch.tgt_ids, batch.tgt_offsets, self.max_pieces))
-        return concat_bags(src), concat_bags(tgt)
+def prepare(pairs: list[tuple[str, str]], vocab: int, out: Path) -> tuple[Path, Path]:
+    """SentencePiece of ``vocab`` pieces over both sides, then the training HDF5."""
+    out.mkdir(parents=True, exist_ok=True)
+    tsv = out.parent / "pairs.tsv.gz"
+    if not tsv.exists():
+        with atomic_open(tsv) as fh:
+            fh.writelines(f"{a}\t{b}\n" for a, b in pairs)
+    spm = train_spm([s for p in pairs for s in p], out / "spm.model", vocab_size=vocab)
+    write_pairs(tsv, spm, out / "pairs.h5", seed=0)
+    return out / "pairs.h5", spm
 
 
 @contextlib.contextmanager
-def former_order() -> Iterator[None]:
-    """Train with the former block order instead of the per-epoch permutation."""
+def former_step() -> Iterator[None]:
+    """Train with the step as it was before the compiled kernels: negatives from a float32
+    product, the pooled rows' gradient with torch ops and Adam through ``torch._fused_adam_``
+    on gathered rows, written back (the CUDA path's ops, run on the CPU)."""
     with (
-        mock.patch("psp.train.loop.EpochOrder", BlockOrder),
-        mock.patch("psp.train.loop.EpochStream", BlockStream),
+        mock.patch("psp.train.negatives.bfloat16_is_fast", lambda device: False),
+        mock.patch("psp.train.step.row_gradients", sorted_row_gradients),
+        mock.patch("psp.train.kernels.adam_rows_", fused_adam_rows_),
     ):
         yield
 
 
-#: ``--runs`` key: the run's name, its data order and its training keys.
-RUNS = {
-    "lazy": ("lazy sparse Adam", contextlib.nullcontext, {}),
-    "former_order": ("lazy, former order", former_order, {}),
-    "dense": ("dense Adam", contextlib.nullcontext, {"sparse": False}),
-    "pair_weighting": ("pair-weighting loss", contextlib.nullcontext, {"loss": "pair_weighting"}),
-}
-#: Ratio lines printed when both runs took place: label, numerator, denominator.
-RATIOS = (
-    ("per-epoch shuffle / former order", "lazy sparse Adam", "lazy, former order"),
-    ("speed-up lazy/dense", "lazy sparse Adam", "dense Adam"),
-    ("pair-weighting / margin loss", "pair-weighting loss", "lazy sparse Adam"),
-)
-
-
-def prepare(data: Path, out: Path) -> tuple[Path, Path, int]:
-    """Lowercased es-en pairs → SentencePiece 8k → training HDF5."""
-    pairs = []
-    for corpus in CORPORA:
-        base = data / "bitext" / "es-en" / corpus
-        with gzip.open(f"{base}.es.gz", "rt") as es, gzip.open(f"{base}.en.gz", "rt") as en:
-            for a, b in zip(es, en):
-                a, b = a.strip().replace("\t", " ").lower(), b.strip().replace("\t", " ").lower()
-                if a and b:
-                    pairs.append((a, b))
-    with atomic_open(out / "pairs.tsv.gz") as fh:
-        fh.writelines(f"{a}\t{b}\n" for a, b in pairs)
-    spm = train_spm(
-        [s for p in pairs for s in p], out / "spm.model", vocab_size=8000, num_threads=2
-    )
-    write_pairs(out / "pairs.tsv.gz", spm, out / "pairs.h5", seed=0)
-    return out / "pairs.h5", spm, len(pairs)
-
-
-def stsb_spearman(model_dir: Path, data: Path) -> dict[str, float]:
-    """Spearman x100 of cosine vs gold on STS-B dev and test (``score<TAB>sent1<TAB>sent2``)."""
+def quality(model_dir: Path, stsb, tatoeba) -> dict[str, float]:
     model = load(model_dir)
-    result = {}
-    for split in ("dev", "test"):
-        with open(data / "sts" / "stsb" / f"{split}.tsv", encoding="utf-8") as fh:
-            rows = [r for r in csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE) if r]
-        gold = np.array([float(r[0]) for r in rows])
-        cosine = model.score([r[1] for r in rows], [r[2] for r in rows])
-        result[split] = 100 * spearmanr(cosine, gold).statistic
-    return result
+    scores = stsb(model) | tatoeba(model)
+    return {
+        "stsb_dev": scores["stsb_dev_spearman"],
+        "stsb_test": scores["stsb_test_spearman"],
+        "tatoeba_spa": scores["tatoeba_spa_error"],
+    }
 
 
-class StepClock:
-    """``on_step`` hook: wall and process CPU time of every step, to cut out the last epoch."""
+def epoch_rows(work: Path) -> list[dict]:
+    with open(work / "train_log.tsv", encoding="utf-8") as fh:
+        return [r for r in csv.DictReader(fh, delimiter="\t") if r["event"] == "epoch"]
 
-    def __init__(self):
-        self.wall, self.cpu = {}, {}
 
-    def __call__(self, step: int) -> None:
-        self.wall[step], self.cpu[step] = time.perf_counter(), time.process_time()
-
-    def steady_state(
-        self, work: Path, n_pairs: int, megabatch: int, batch_size: int
-    ) -> dict[str, float]:
-        """The last epoch (all at mega-batch ``megabatch``): pairs per wall and per CPU second,
-        and where the time of one mega-batch goes: the gap between its last step and the next
-        mega-batch's first step (reading, embedding, mining, less one step's time) and its
-        ``megabatch`` steps (mean of the step-to-step intervals), in wall and CPU seconds."""
-        with open(work / "train_log.tsv", encoding="utf-8") as fh:
-            ends = [
-                int(r["step"]) for r in csv.DictReader(fh, delimiter="\t") if r["event"] == "epoch"
-            ]
-        # from the first step of the last epoch: leaves out the epoch-end checkpoint before it
-        first, last = ends[-2] + 1, ends[-1]
-        n_pairs -= batch_size
-        result = {}
-        for kind, clock in (("wall", self.wall), ("cpu", self.cpu)):
-            gaps = set(range(first + megabatch - 1, last, megabatch))
-            total = clock[last] - clock[first]
-            between = sum(clock[s + 1] - clock[s] for s in gaps)
-            step = (total - between) / (last - first - len(gaps))
-            result[f"pairs_per_{kind}_s"] = n_pairs / total
-            result[f"mine_{kind}_s"] = between / len(gaps) - step
-            result[f"steps_{kind}_s"] = step * megabatch
-        return result
+def bench_run(
+    name: str,
+    *,
+    workers: int,
+    h5: Path,
+    spm: Path,
+    n_pairs: int,
+    args: argparse.Namespace,
+    out: Path,
+    evaluators,
+    context=contextlib.nullcontext,
+) -> dict:
+    """Train one row and measure it (see the module docstring)."""
+    cfg = TrainConfig(
+        epochs=args.epochs,
+        anneal=1,
+        threads=workers,
+        workers=workers,
+        log_every=100,
+        checkpoint_every=10**9,
+        select_best=False,
+    )
+    start = time.perf_counter()
+    with context():
+        model = train(cfg, h5, spm, model_dir=out / "model", work_dir=out / "work")
+    wall = time.perf_counter() - start
+    rows = epoch_rows(out / "work")
+    hundreds = int(rows[-1]["step"]) / cfg.megabatch_size  # mega-batches at the cap, nearly all
+    split = {c[:-2]: sum(float(r[c]) for r in rows) / hundreds for c in PHASE_COLUMNS}
+    return {
+        "run": name,
+        "workers": workers,
+        "pairs_per_s": n_pairs * args.epochs / float(rows[-1]["elapsed"]),
+        "wall_s": wall,
+        "per_100_steps_s": split,
+        **quality(model, *evaluators),
+    }
 
 
 def optimizer_step_ms(
@@ -201,6 +175,20 @@ def optimizer_step_ms(
     return 1000 * (time.process_time() - start) / reps
 
 
+def report(row: dict, base: dict | None, one: dict | None) -> str:
+    split = " ".join(f"{k} {v:.2f}" for k, v in row["per_100_steps_s"].items())
+    ratio = f" {row['pairs_per_s'] / base['pairs_per_s']:.2f}x former" if base else ""
+    eff = ""
+    if one and row["workers"] > 1:
+        eff = f", efficiency {row['pairs_per_s'] / (row['workers'] * one['pairs_per_s']):.2f}"
+    return (
+        f"{row['run']:>12}: {row['pairs_per_s']:7,.0f} pairs/s{ratio}{eff} | whole run "
+        f"{row['wall_s']:.0f} s | per 100 steps (CPU s): {split} | STS-B dev "
+        f"{row['stsb_dev']:.1f} test {row['stsb_test']:.1f}, Tatoeba spa error "
+        f"{row['tatoeba_spa']:.1f}"
+    )
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -209,93 +197,52 @@ def parse_args() -> argparse.Namespace:
         default=os.environ.get("PSP_SHARED_DATA", REPO.parent / "shared" / "data"),
     )
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--runs",
-        type=lambda text: text.split(","),
-        default=list(RUNS),
-        help=f"comma-separated runs among {','.join(RUNS)} (default: all)",
-    )
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--vocab", type=int, nargs="+", default=[8000, 50000])
+    parser.add_argument("--no-baseline", dest="baseline", action="store_false")
+    parser.add_argument("--limit", type=int, help="train on the first N pairs only (tests)")
+    parser.add_argument("--json", type=Path, help="also write every row here, one per line")
     return parser.parse_args()
-
-
-def bench_run(
-    key: str, *, args: argparse.Namespace, tmp: Path, h5: Path, spm: Path, n: int
-) -> dict[str, float]:
-    """Train one ``--runs`` entry, print its two lines and return its steady-state rates."""
-    name, order, keys = RUNS[key]
-    cfg = TrainConfig(
-        epochs=args.epochs,
-        anneal=1,
-        threads=args.threads,
-        log_every=10,
-        checkpoint_every=10**9,
-        **keys,
-    )
-    clock = StepClock()
-    start, load = time.perf_counter(), os.getloadavg()[0]
-    with order():
-        out = train(
-            cfg,
-            h5,
-            spm,
-            model_dir=tmp / name / "model",
-            work_dir=tmp / name / "work",
-            on_step=clock,
-        )
-    wall = time.perf_counter() - start
-    rate = clock.steady_state(tmp / name / "work", n, cfg.megabatch_size, cfg.batch_size)
-    sts = stsb_spearman(out, args.data)
-    print(
-        f"{name:>18}: {rate['pairs_per_wall_s']:6.0f} pairs/s, "
-        f"{rate['pairs_per_cpu_s']:6.0f} pairs/CPU-s at mega-batch 100 | "
-        f"{wall:4.0f}s for {args.epochs} epochs, load avg {load:.1f}->"
-        f"{os.getloadavg()[0]:.1f} | STS-B Spearman dev {sts['dev']:.1f} "
-        f"test {sts['test']:.1f}"
-    )
-    between = "read+embed+mine" if cfg.loss == "margin" else "read"
-    print(
-        f"{'':>18}  per mega-batch: {between} {rate['mine_wall_s']:.2f}s wall "
-        f"({rate['mine_cpu_s']:.2f} CPU-s), 100 steps {rate['steps_wall_s']:.2f}s wall "
-        f"({rate['steps_cpu_s']:.2f} CPU-s)"
-    )
-    return rate
-
-
-def print_ratios(results: dict[str, dict[str, float]]) -> None:
-    """The :data:`RATIOS` lines of the runs that took place."""
-    for label, top, base in RATIOS:
-        if top not in results or base not in results:
-            continue
-        wall, cpu = (
-            results[top][k] / results[base][k] for k in ("pairs_per_wall_s", "pairs_per_cpu_s")
-        )
-        print(f"{label}: {wall:.2f}x wall, {cpu:.2f}x per CPU-second")
 
 
 def main() -> None:
     args = parse_args()
+    evaluators = (
+        StsbEvaluator.from_dir(args.data, splits=("dev", "test")),
+        TatoebaEvaluator.from_dir(args.data, languages=["es"]),
+    )
+    pairs = read_pairs(args.data)[: args.limit]
+    rows = []
+    print(f"data: {len(pairs):,} pairs; torch {torch.__version__}, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="bench_train.") as tmp:
-        tmp = Path(tmp)
-        t0 = time.perf_counter()
-        h5, spm, n = prepare(args.data, tmp)
-        print(f"data: {n} pairs, spm 8k, prepared in {time.perf_counter() - t0:.0f}s")
-        results = {}
-        for key in args.runs:
-            results[RUNS[key][0]] = bench_run(key, args=args, tmp=tmp, h5=h5, spm=spm, n=n)
-        print_ratios(results)
-        print(
-            f"(torch {torch.__version__}, {args.threads} threads, dim 1024, batch 128, "
-            "mega-batch 100, vocab 8k, grad_clip 5)"
-        )
-        for vocab in (8000, 50000):
-            lazy, dense = (
-                optimizer_step_ms(h5, vocab=vocab, sparse=sparse) for sparse in (True, False)
-            )
-            print(
-                f"optimizer update, vocab {vocab:>6,} x 1024: lazy {lazy:6.1f} ms, "
-                f"dense {dense:6.1f} ms CPU -> {dense / lazy:.1f}x"
-            )
+        for vocab in args.vocab:
+            h5, spm = prepare(pairs, vocab, Path(tmp) / f"v{vocab}")
+            runs = [("former step", 1, former_step)] if args.baseline else []
+            runs += [
+                (f"{w} worker{'s' * (w > 1)}", w, contextlib.nullcontext) for w in args.workers
+            ]
+            print(f"vocabulary {vocab:,}:")
+            done = {}
+            for name, workers, context in runs:
+                row = bench_run(
+                    name,
+                    workers=workers,
+                    h5=h5,
+                    spm=spm,
+                    n_pairs=len(pairs),
+                    args=args,
+                    out=Path(tmp) / f"v{vocab}" / name.replace(" ", "-"),
+                    evaluators=evaluators,
+                    context=context,
+                )
+                done[name] = row
+                print(report(row, done.get("former step"), done.get("1 worker")), flush=True)
+                rows.append(row | {"vocab": vocab})
+            lazy, dense = (optimizer_step_ms(h5, vocab=vocab, sparse=s) for s in (True, False))
+            print(f"optimizer update alone: lazy {lazy:.1f} ms, dense {dense:.1f} ms CPU")
+    if args.json:
+        with atomic_open(args.json) as fh:
+            fh.writelines(json.dumps(row) + "\n" for row in rows)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,8 @@ class LazyAdam:
     Args:
         weight: the table, updated in place (no autograd involved).
         lr, betas, eps: as in Adam.
+        moments: existing first and second moments to update (a worker's view of shared
+            ones); zeros by default.
 
     Example:
         >>> w = torch.zeros(10, 4)
@@ -65,11 +67,13 @@ class LazyAdam:
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
+        moments: tuple[torch.Tensor, torch.Tensor] | None = None,
     ):
         self.weight = weight
         self.lr, self.betas, self.eps = lr, betas, eps
-        self.exp_avg = torch.zeros_like(weight)
-        self.exp_avg_sq = torch.zeros_like(weight)
+        if moments is None:
+            moments = torch.zeros_like(weight), torch.zeros_like(weight)
+        self.exp_avg, self.exp_avg_sq = moments
         self.steps = 0
 
     def share_memory_(self) -> LazyAdam:

@@ -126,17 +126,17 @@ def test_pair_weighting_training_improves_held_out_retrieval(tiny, tmp_path):
 
 def test_both_objectives_train_on_the_same_minibatches(tiny, tmp_path):
     """The loss changes neither the per-epoch permutation nor how it is cut into minibatches."""
-    from psp.train import loop
+    from psp.train import step
 
     seen = {}
     for loss in ("margin", "pair_weighting"):
         seen[loss] = []
 
-        def recording(table, optimizer, batch, *, pairs, cfg, generator, _seen=seen[loss]):
+        def recording(table, optimizer, batch, *, pairs, _seen=seen[loss], **keys):
             _seen.append((batch.src.select(pairs).ids, batch.tgt.select(pairs).ids))
-            return train_step(table, optimizer, batch, pairs=pairs, cfg=cfg, generator=generator)
+            return train_step(table, optimizer, batch, pairs=pairs, **keys)
 
-        with mock.patch.object(loop, "train_step", recording):
+        with mock.patch.object(step, "train_step", recording):
             run(tiny, tmp_path / loss, tiny_config(loss=loss))
     assert len(seen["margin"]) == len(seen["pair_weighting"]) > 150
     for (src_a, tgt_a), (src_b, tgt_b) in zip(seen["margin"], seen["pair_weighting"]):

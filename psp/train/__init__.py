@@ -14,8 +14,9 @@ One module per concern: :mod:`~psp.train.config` (hyperparameters), :mod:`~psp.t
 :mod:`~psp.train.kernels` (the step's compiled loops),
 :mod:`~psp.train.losses` (the objectives: this margin loss or the pair-weighting loss),
 :mod:`~psp.train.negatives` (mining), :mod:`~psp.train.step` (one sparse update),
-:mod:`~psp.train.checkpoint`, :mod:`~psp.train.log`, :mod:`~psp.train.selection` (best epoch)
-and :mod:`~psp.train.loop` (the :class:`Trainer` and :func:`train`).
+:mod:`~psp.train.checkpoint`, :mod:`~psp.train.log`, :mod:`~psp.train.selection` (best epoch),
+:mod:`~psp.train.loop` (the :class:`Trainer`), :mod:`~psp.train.parallel` (several workers),
+:mod:`~psp.train.distributed` (several ranks) and :mod:`~psp.train.run` (:func:`train`).
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from psp.train.bags import Bags, concat_bags
 from psp.train.checkpoint import TrainState, has_checkpoint
 from psp.train.config import TrainConfig, megabatch_size_at
 from psp.train.data import EpochOrder, EpochStream, megabatch_windows
-from psp.train.loop import Trainer, train
+from psp.train.loop import Trainer
 from psp.train.losses import MarginLoss, PairWeightingLoss, loss_for, pair_weighting_loss
 from psp.train.negatives import mine_negatives
 from psp.train.ops import embed_bags, margin_loss, pool, row_gradients
+from psp.train.parallel import ParallelTrainer
+from psp.train.run import train
 from psp.train.step import MinedMegabatch, train_step, unique_rows
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "MarginLoss",
     "MinedMegabatch",
     "PairWeightingLoss",
+    "ParallelTrainer",
     "TrainConfig",
     "TrainState",
     "Trainer",

@@ -58,6 +58,7 @@ class TrainConfig:
     # Their ops are too small to split: on 2 cores, 100 steps took 3.66 s with 2 threads,
     # ~3.1 s with 1 (the schema's default of 1).
     step_threads: int | None
+    workers: int | None
 
     # Must match on resume: they fix the parameter shapes, the data order or the objective and
     # updates the checkpoint's parameters were trained with. A finished run is resumed too (a

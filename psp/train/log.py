@@ -1,6 +1,9 @@
 """``train_log.tsv`` (one row every ``log_every`` steps and one per epoch) and the learning curve.
 
-A row is a plain dict of strings; evaluation metrics add columns after :data:`LOG_COLUMNS`.
+A row is a plain dict of strings; evaluation metrics add columns after :data:`LOG_COLUMNS`. An
+epoch row also says where the epoch's time went: the seconds of each phase of
+:class:`psp.train.step.PhaseTimes` (``data_s``, ``mine_s``, ``steps_s``, ``update_s``), summed
+over the workers.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from pathlib import Path
 from psp.io import atomic_open, atomic_path
 
 LOG_COLUMNS = ["event", "step", "epoch", "loss", "pairs_per_s", "megabatch", "elapsed"]
+PHASE_COLUMNS = ["data_s", "mine_s", "steps_s", "update_s"]
 
 
 class TrainLog:
@@ -30,12 +34,19 @@ class TrainLog:
         self.pairs += pairs
 
     def step_row(
-        self, step: int, epoch: int, megabatch: int, elapsed: float
+        self,
+        step: int,
+        epoch: int,
+        megabatch: int,
+        elapsed: float,
+        pairs_per_s: float | None = None,
     ) -> tuple[float, float]:
-        """Close the running window with a ``step`` row; returns its mean loss and pairs/s."""
+        """Close the running window with a ``step`` row; returns its mean loss and pairs/s
+        (``pairs_per_s`` when given: a parallel run logs its steps after they ran, so it
+        passes the rate it measured over them)."""
         now = time.perf_counter()
         loss = self.loss / max(1, self.steps)
-        rate = self.pairs / max(1e-9, now - self.t0)
+        rate = pairs_per_s if pairs_per_s is not None else self.pairs / max(1e-9, now - self.t0)
         self.append(
             "step",
             step=step,
@@ -59,6 +70,7 @@ class TrainLog:
         megabatch: int,
         elapsed: float,
         metrics: dict[str, float] | None = None,
+        phases: dict[str, float] | None = None,
     ) -> None:
         row = {
             "event": event,
@@ -69,13 +81,15 @@ class TrainLog:
             "megabatch": megabatch,
             "elapsed": f"{elapsed:.1f}",
         }
+        row.update({f"{k}_s": f"{v:.2f}" for k, v in (phases or {}).items()})
         row.update({k: f"{v:.5f}" for k, v in (metrics or {}).items()})
         self.rows.append(row)
 
     def write(self, path: Path) -> None:
-        extra = sorted({k for row in self.rows for k in row} - set(LOG_COLUMNS))
+        extra = sorted({k for row in self.rows for k in row} - set(LOG_COLUMNS + PHASE_COLUMNS))
         with atomic_open(path, "wt") as fh:
-            writer = csv.DictWriter(fh, LOG_COLUMNS + extra, delimiter="\t", lineterminator="\n")
+            columns = LOG_COLUMNS + PHASE_COLUMNS + extra
+            writer = csv.DictWriter(fh, columns, delimiter="\t", lineterminator="\n")
             writer.writeheader()
             writer.writerows(self.rows)
 
@@ -103,7 +117,8 @@ def plot_learning_curve(rows: list[dict], out_png: Path, metric: str | None = No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metric = metric or next((k for r in rows for k in r if k not in LOG_COLUMNS), None)
+    fixed = set(LOG_COLUMNS + PHASE_COLUMNS)
+    metric = metric or next((k for r in rows for k in r if k not in fixed), None)
     steps = [int(r["step"]) for r in rows if r["event"] == "step"]
     loss = [float(r["loss"]) for r in rows if r["event"] == "step"]
     fig, ax = plt.subplots(figsize=(7, 4))

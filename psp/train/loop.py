@@ -4,11 +4,13 @@ minibatch, with checkpoints, a log, per-epoch evaluation and the export of the m
 Reads like a textbook loop: :meth:`Trainer.run` walks epochs, :meth:`Trainer.train_epoch`
 walks the epoch's mega-batches (read in the background), :meth:`Trainer.train_megabatch` mines
 negatives (for the margin loss) and takes the steps, :meth:`Trainer.end_epoch` evaluates and
-keeps the best epoch.
+keeps the best epoch. :class:`psp.train.parallel.ParallelTrainer` trains the same mega-batches
+with several workers; :func:`psp.train.run.train` picks one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -26,11 +28,8 @@ from psp.train.checkpoint import Checkpointer, TrainState, data_identity, save_t
 from psp.train.config import TrainConfig, megabatch_size_at
 from psp.train.data import EpochOrder, EpochStream, megabatch_windows, prefetched
 from psp.train.log import TrainLog, plot_learning_curve
-from psp.train.losses import loss_for
-from psp.train.negatives import mine_negatives
-from psp.train.ops import embed_bags
 from psp.train.selection import ModelScorer, improves, primary_score
-from psp.train.step import MinedMegabatch, torch_threads, train_step
+from psp.train.step import PhaseTimes, train_megabatch
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +81,10 @@ class Trainer:
         self.ckpt = Checkpointer(self.work_dir)
         self.state = TrainState()
         self.log = TrainLog()
+        self.times = PhaseTimes()
+        self.epoch_times = PhaseTimes()  # self.times at the last epoch's end
+        self.megabatch = 1
+        self.step_rate: float | None = None  # pairs/s measured by a parallel run (None: timed here)
         self.stopped = False
         if cfg.select_best and evaluator is None:
             log.warning("select_best without an evaluator: the last epoch will be exported")
@@ -117,7 +120,10 @@ class Trainer:
         windows = list(megabatch_windows(len(stream), state.pos, state.step, cfg))
         t0, first = time.perf_counter(), state.pos
         with prefetched(stream.read, [(start, stop) for start, stop, _ in windows]) as batches:
-            for (start, stop, step0), (src, tgt) in zip(windows, batches):
+            for start, stop, step0 in windows:
+                waited = time.perf_counter()
+                src, tgt = next(batches)
+                self.times.data += time.perf_counter() - waited
                 self.train_megabatch(src.to(self.device), tgt.to(self.device))
                 state.pos = stop
                 self.bar.update(stop - start)
@@ -132,39 +138,39 @@ class Trainer:
         self.checkpoint()
 
     def train_megabatch(self, src: Bags, tgt: Bags) -> None:
-        cfg, state = self.cfg, self.state
         t0 = time.perf_counter()
-        megabatch = megabatch_size_at(state.step, cfg.anneal, cfg.megabatch_size)
-        batch = MinedMegabatch(src, tgt)
-        if loss_for(cfg).mines_negatives:
-            batch.neg_tgt, batch.neg_src = mine_negatives(
-                embed_bags(self.table, src), embed_bags(self.table, tgt), cfg.mine_block
+        self.megabatch = megabatch_size_at(
+            self.state.step, self.cfg.anneal, self.cfg.megabatch_size
+        )
+        train_megabatch(
+            self.table,
+            self.optimizer,
+            src,
+            tgt,
+            cfg=self.cfg,
+            first_step=self.state.step,
+            generator=self.generator,
+            times=self.times,
+            on_step=self.record_step,
+        )
+        self.state.elapsed += time.perf_counter() - t0
+
+    def record_step(self, loss: float, pairs: int) -> None:
+        """Count one step of the current mega-batch and log it (every ``log_every`` steps)."""
+        state = self.state
+        state.step += 1
+        state.epoch_loss += loss
+        state.epoch_steps += 1
+        self.log.add_step(loss, pairs)
+        if self.on_step is not None:
+            self.on_step(state.step)
+        if state.step % self.cfg.log_every == 0:
+            state.last_loss, rate = self.log.step_row(
+                state.step, state.epoch, self.megabatch, state.elapsed, self.step_rate
             )
-        with torch_threads(cfg.step_threads if self.device.type == "cpu" else None):
-            for lo in range(0, len(src), cfg.batch_size):
-                pairs = torch.arange(lo, min(len(src), lo + cfg.batch_size), device=self.device)
-                loss = train_step(
-                    self.table,
-                    self.optimizer,
-                    batch,
-                    pairs=pairs,
-                    cfg=cfg,
-                    generator=self.generator,
-                )
-                state.step += 1
-                state.epoch_loss += loss
-                state.epoch_steps += 1
-                self.log.add_step(loss, len(pairs))
-                if self.on_step is not None:
-                    self.on_step(state.step)
-                if state.step % cfg.log_every == 0:
-                    state.last_loss, rate = self.log.step_row(
-                        state.step, state.epoch, megabatch, state.elapsed
-                    )
-                    self.bar.set_postfix(
-                        loss=f"{state.last_loss:.4f}", pairs_s=f"{rate:.0f}", M=megabatch
-                    )
-        state.elapsed += time.perf_counter() - t0
+            self.bar.set_postfix(
+                loss=f"{state.last_loss:.4f}", pairs_s=f"{rate:.0f}", M=self.megabatch
+            )
 
     def end_epoch(self, pairs_per_s: float) -> None:
         """Log the epoch, evaluate it and keep it if it is the best so far; next epoch."""
@@ -191,7 +197,9 @@ class Trainer:
             megabatch=megabatch,
             elapsed=state.elapsed,
             metrics=metrics,
+            phases=self.times.since(self.epoch_times),
         )
+        self.epoch_times = dataclasses.replace(self.times)
         state.epoch += 1
         state.pos, state.epoch_loss, state.epoch_steps = 0, 0.0, 0
 
@@ -234,41 +242,3 @@ class Trainer:
 
     def close(self) -> None:
         self.reader.close()
-
-
-def train(
-    cfg: TrainConfig,
-    h5_path: str | os.PathLike,
-    spm_path: str | os.PathLike,
-    *,
-    model_dir: str | os.PathLike,
-    work_dir: str | os.PathLike,
-    resume: bool = False,
-    evaluator: ModelScorer | None = None,
-    on_step: Callable[[int], None] | None = None,
-) -> Path:
-    """Train on ``h5_path`` and export the model directory; returns ``model_dir``.
-
-    Args:
-        cfg: hyperparameters.
-        h5_path: training pairs (``docs/design.md`` §4 layout), written with the SentencePiece
-            model ``spm_path``.
-        model_dir: output model (``config.json``, ``sentencepiece.model``,
-            ``embeddings.safetensors``) with provenance.
-        work_dir: ``train_log.tsv``, ``learning_curve.png``, ``checkpoints/``.
-        resume: continue from the last checkpoint in ``work_dir`` (fixed fields must match).
-        evaluator: ``evaluator(model) -> dict[str, float]`` run after each epoch; its
-            ``primary_metric`` (else its first key) selects the best epoch when
-            ``cfg.select_best``, in the direction of its ``greater_is_better`` (default true).
-        on_step: called with the global step after every update (progress hooks, tests).
-    """
-    trainer = Trainer(
-        cfg, h5_path, spm_path, work_dir=work_dir, evaluator=evaluator, on_step=on_step
-    )
-    try:
-        if resume:
-            trainer.resume()
-        trainer.run()
-        return trainer.export(model_dir)
-    finally:
-        trainer.close()

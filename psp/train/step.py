@@ -11,8 +11,9 @@ through the dropped-out tokens.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -20,7 +21,8 @@ from psp.optim import DenseAdam, LazyAdam
 from psp.train.bags import Bags
 from psp.train.config import TrainConfig
 from psp.train.losses import loss_for
-from psp.train.ops import pool, row_gradients
+from psp.train.negatives import mine_negatives
+from psp.train.ops import embed_bags, pool, row_gradients
 
 
 @contextlib.contextmanager
@@ -47,6 +49,29 @@ def unique_rows(ids: torch.Tensor, vocab: int) -> tuple[torch.Tensor, torch.Tens
 
 
 @dataclass
+class PhaseTimes:
+    """Seconds a trainer spent per phase, disjoint: waiting for data, embedding and mining
+    mega-batches, minibatch steps (pool, loss, backward, clipping) and their optimizer
+    updates."""
+
+    data: float = 0.0
+    mine: float = 0.0
+    steps: float = 0.0
+    update: float = 0.0
+
+    def add(self, other: PhaseTimes) -> None:
+        for field in fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+    def since(self, earlier: PhaseTimes) -> dict[str, float]:
+        """Seconds per phase since ``earlier`` (a copy of these times taken then)."""
+        return {f.name: getattr(self, f.name) - getattr(earlier, f.name) for f in fields(self)}
+
+    def to_dict(self) -> dict[str, float]:
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+@dataclass
 class MinedMegabatch:
     """A mega-batch's pairs and, for each pair, the row of its hardest negative on each side
     (``None`` for an objective that mines none)."""
@@ -66,13 +91,14 @@ def train_step(
     cfg: TrainConfig,
     generator: torch.Generator | None = None,
     step: int | None = None,
+    times: PhaseTimes | None = None,
 ) -> float:
     """One minibatch update on mega-batch ``pairs`` under ``cfg.loss``; returns the loss.
 
     Only the unique rows used by the minibatch (its pairs, and their mined negatives for the
     margin loss) get a gradient, coalesced, ``(rows, dim)``; clipping on it sees the same norm
     a dense gradient would have. ``step`` numbers the update for Adam's bias correction
-    (default: the optimizer's own count).
+    (default: the optimizer's own count); ``times`` adds the update's seconds to ``update``.
     """
     objective = loss_for(cfg)
     sentences = objective.sentences(batch, pairs)
@@ -92,5 +118,50 @@ def train_step(
     if cfg.grad_clip is not None:
         norm = torch.linalg.vector_norm(grad)
         scale = float(torch.clamp(cfg.grad_clip / (norm + 1e-6), max=1.0))
+    start = time.perf_counter()
     optimizer.step(rows, grad, grad_scale=scale, step=step)
+    if times is not None:
+        times.update += time.perf_counter() - start
     return float(loss.detach())
+
+
+def train_megabatch(
+    table: torch.Tensor,
+    optimizer: LazyAdam | DenseAdam,
+    src: Bags,
+    tgt: Bags,
+    *,
+    cfg: TrainConfig,
+    first_step: int,
+    generator: torch.Generator | None,
+    times: PhaseTimes,
+    on_step: Callable[[float, int], None],
+) -> None:
+    """One mega-batch: its hardest negatives mined with the parameters at its start (for an
+    objective that mines), then its minibatch steps, numbered from ``first_step + 1``;
+    ``on_step(loss, pairs)`` after each. The sequential trainer and every parallel worker
+    train through this one function."""
+    start = time.perf_counter()
+    batch = MinedMegabatch(src, tgt)
+    if loss_for(cfg).mines_negatives:
+        batch.neg_tgt, batch.neg_src = mine_negatives(
+            embed_bags(table, src), embed_bags(table, tgt), cfg.mine_block
+        )
+    mined = time.perf_counter()
+    times.mine += mined - start
+    updates = times.update
+    with torch_threads(cfg.step_threads if table.device.type == "cpu" else None):
+        for k, lo in enumerate(range(0, len(src), cfg.batch_size)):
+            pairs = torch.arange(lo, min(len(src), lo + cfg.batch_size), device=table.device)
+            loss = train_step(
+                table,
+                optimizer,
+                batch,
+                pairs=pairs,
+                cfg=cfg,
+                generator=generator,
+                step=first_step + k + 1,
+                times=times,
+            )
+            on_step(loss, len(pairs))
+    times.steps += time.perf_counter() - mined - (times.update - updates)
