@@ -229,3 +229,33 @@ def test_world_comes_from_torchrun_or_srun_and_one_task_is_no_world():
     # a batch script in a 3-task allocation, not started by srun: one rank
     assert world_from_env({"SLURM_NTASKS": "3", "SLURM_PROCID": "0"}) is None
     assert world_from_env({"RANK": "0", "WORLD_SIZE": "1"}) is None
+
+
+def test_a_workflow_job_of_two_tasks_trains_as_two_ranks(tiny, shared_data, tmp_path):  # noqa: F811
+    """``launch_train_job`` with ``tasks: 2`` and no launcher: two local ranks from the job
+    file, rank 0 selecting epochs on STS-B dev; the files and the steps of a one-task job."""
+    from psp import workflow_config as wc
+    from psp.workflow_train import TrainJob, launch_train_job
+
+    stsb = [str(p) for p in wc.mirror_files(shared_data, "sts/stsb")]
+    for tasks in (1, 2):
+        cfg = parallel_config(workers=1, threads=1, select_best=True, epochs=3)
+        job = TrainJob(
+            cfg=cfg.to_dict(),
+            h5=str(tiny["h5"]),
+            spm=str(tiny["spm"]),
+            model_dir=str(tmp_path / f"m{tasks}"),
+            work_dir=str(tmp_path / f"w{tasks}"),
+            stsb=stsb,
+        )
+        launch_train_job(job, tasks=tasks)
+    assert (tmp_path / "w2" / "train_job.json").exists()
+    files = [sorted(p.name for p in (tmp_path / f"m{t}").iterdir()) for t in (1, 2)]
+    assert files[0] == files[1]
+    provenance = [
+        json.loads((tmp_path / f"m{t}" / "config.json").read_text())["provenance"] for t in (1, 2)
+    ]
+    assert provenance[0]["steps"] == provenance[1]["steps"]
+    assert provenance[1]["best_epoch"] is not None  # rank 0 evaluated every epoch
+    log = (tmp_path / "w2" / "train_log.tsv").read_text()
+    assert "stsb_dev_spearman" in log.splitlines()[0]

@@ -91,6 +91,15 @@ class SharedTensors:
         self.fds = []
 
 
+def log_fd() -> int:
+    """Where a worker writes what it prints: this process's ``sys.stderr`` (a workflow job's
+    log), else file descriptor 2."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 2
+
+
 class WorkerProcess:
     """One worker: its process, the pipe it reads tasks from and the one it reports on (read
     unbuffered, so that waiting on several workers' pipes never misses a buffered line)."""
@@ -101,7 +110,8 @@ class WorkerProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-c", WORKER_MAIN, str(results_w)],
             stdin=subprocess.PIPE,
-            stdout=sys.stderr.fileno(),
+            stdout=log_fd(),
+            stderr=log_fd(),
             pass_fds=(*shared.fds, results_w),
             env=env,
             text=True,

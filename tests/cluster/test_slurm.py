@@ -118,3 +118,52 @@ def test_mining_through_slurm_matches_local(mirror_slice, tmp_path):
     mined = mined_lines(cluster)
     assert mined, "nothing mined: the comparison below would be empty"
     assert mined == mined_lines(local)
+
+
+def last_epoch(workdir) -> dict:
+    """The last epoch row of the es-en training log."""
+    with open(workdir / "results/train/es-en/train_log.tsv", encoding="utf-8") as handle:
+        rows = [line.rstrip("\n").split("\t") for line in handle]
+    return [dict(zip(rows[0], row)) for row in rows[1:] if row[0] == "epoch"][-1]
+
+
+def test_training_as_two_slurm_tasks_matches_one_local_task(mirror_slice, tmp_path):
+    """train_model asked for two tasks through the profile (``tasks``, ``mpi: srun``): one
+    SLURM job of two CPUs whose script starts two ranks with srun; the model has the files, the
+    steps and (within noise) the dev retrieval error of one local task on the same data."""
+    spec = tiny_config(mirror_slice)
+    spec["models"]["es-en"]["train"] |= {"epochs": 4, "workers": 1}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(spec))
+    local, cluster = tmp_path / "local", tmp_path / "slurm"
+    local.mkdir()
+    run_snakemake(["prepare_es_en", "--cores", "2", "--configfile", str(config)], local)
+    shutil.copytree(local, cluster, symlinks=True)
+    sized = node_sized(config, tmp_path)
+    at = sized.index("--set-resources") + 1
+    sized[at:at] = ["train_model:tasks=2", "train_model:mpi='srun'"]
+    profile = ["--profile", str(REPO / "profiles/slurm"), *sized]
+    proc = run_snakemake(["train_es_en", "--configfile", str(config), *profile], cluster)
+    run_snakemake(
+        [
+            "train_es_en",
+            "--cores",
+            "2",
+            "--set-threads",
+            "train_model=1",
+            "--configfile",
+            str(config),
+        ],
+        local,
+    )
+    run_id = re.search(r"SLURM run ID: (\S+)", proc.stderr).group(1)
+    jobs = slurm_jobs(run_id)
+    assert [(rule, state, cpus) for rule, state, cpus in jobs] == [("train_model", "COMPLETED", 2)]
+    models = [
+        sorted(p.name for p in (w / "results/models/es-en").iterdir()) for w in (local, cluster)
+    ]
+    assert models[0] == models[1]
+    one, two = last_epoch(local), last_epoch(cluster)
+    assert one["step"] == two["step"]
+    errors = [float(row["bitext_dev_avg_error"]) for row in (one, two)]
+    assert abs(errors[0] - errors[1]) < 5, errors  # % of dev gold pairs not retrieved
