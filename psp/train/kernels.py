@@ -146,16 +146,54 @@ def _dot(a, b):
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def _rows_hardest(sims, lo, src, tgt, tol, out):
-    """``out[lo + i]``: the column of the exact maximum of row ``i`` of the block ``sims``
-    (approximate ``src[lo:lo + len(sims)] @ tgt.T``, partners already at ``-inf``), ties to the
-    lowest column."""
-    for i in range(sims.shape[0]):
-        row = sims[i]
-        cutoff = row.max() - tol
+def _keys(bits, out):
+    """Order-preserving integer keys of bfloat16 values given as their ``int16`` bits (no NaN):
+    the magnitude bits of negative values flipped, so that integer order is float order. Integer
+    maxima and comparisons vectorise where float ones would not; the map is its own inverse."""
+    for j in range(bits.shape[0]):
+        b = bits[j]
+        out[j] = b ^ ((b >> 15) & np.int16(0x7FFF))
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _value(key, scratch):
+    """The float of a :func:`_keys` key (``scratch``: a float32 array of one, with its int32
+    view)."""
+    floats, ints = scratch
+    bits = key ^ ((key >> 15) & np.int16(0x7FFF))
+    ints[0] = np.int32(bits) << 16
+    return floats[0]
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _key_below(value, scratch):
+    """A key no greater than that of any bfloat16 value at or above ``value``: the key of
+    ``value`` cut to bfloat16, less one (cutting rounds a negative value up)."""
+    floats, ints = scratch
+    floats[0] = value
+    bits = np.int16(ints[0] >> 16)
+    key = bits ^ ((bits >> 15) & np.int16(0x7FFF))
+    return np.int16(max(np.int32(key) - 1, -32768))
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _hardest_of_rows(product, lo, src, tgt, tol, col_best, key, out):
+    """Per row ``i`` of the bfloat16 block ``product`` (``src[lo:lo + len(product)] @ tgt.T``
+    as ``int16`` bits, partners at ``-inf``): ``out[lo + i]``, the column of the exact maximum
+    among the entries within ``tol`` of the row's maximum (ties to the lowest column); and the
+    keys ``col_best`` raised to the block's column maxima."""
+    scratch = (np.empty(1, np.float32), np.empty(1, np.int32))
+    scratch = (scratch[0], scratch[0].view(np.int32))
+    for i in range(product.shape[0]):
+        _keys(product[i], key)
+        best = np.int16(-32768)
+        for j in range(key.shape[0]):
+            best = max(best, key[j])
+            col_best[j] = max(col_best[j], key[j])
+        cut = _key_below(_value(best, scratch) - tol, scratch)
         best_exact, best_j = -np.inf, -1
-        for j in range(row.shape[0]):
-            if row[j] >= cutoff:
+        for j in range(key.shape[0]):
+            if key[j] >= cut:
                 exact = _dot(src[lo + i], tgt[j])
                 if exact > best_exact:
                     best_exact, best_j = exact, j
@@ -163,39 +201,49 @@ def _rows_hardest(sims, lo, src, tgt, tol, out):
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def _columns_candidates(sims, lo, col_best, tol):
-    """Raise ``col_best`` to the block's column maxima and return the block's entries within
-    ``tol`` of them: ``(rows, columns, values)``. Entries kept from earlier blocks may no longer
-    qualify: :func:`_columns_hardest` checks them against the final maxima."""
-    n_rows, n_cols = sims.shape
-    for i in range(n_rows):
-        for j in range(n_cols):
-            col_best[j] = max(col_best[j], sims[i, j])
-    cutoff = col_best - tol
-    count = 0
-    for i in range(n_rows):
-        for j in range(n_cols):
-            count += sims[i, j] >= cutoff[j]
-    rows = np.empty(count, dtype=np.int64)
-    cols = np.empty(count, dtype=np.int64)
-    values = np.empty(count, dtype=np.float32)
-    k = 0
-    for i in range(n_rows):
-        for j in range(n_cols):
-            if sims[i, j] >= cutoff[j]:
-                rows[k], cols[k], values[k] = lo + i, j, sims[i, j]
-                k += 1
-    return rows, cols, values
+def _cuts(col_best, tol):
+    """Per column, the key below which no entry can be within ``tol`` of the column's best."""
+    scratch = (np.empty(1, np.float32), np.empty(1, np.int32))
+    scratch = (scratch[0], scratch[0].view(np.int32))
+    cuts = np.empty_like(col_best)
+    for j in range(col_best.shape[0]):
+        cuts[j] = _key_below(_value(col_best[j], scratch) - tol, scratch)
+    return cuts
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def _columns_hardest(src, tgt, rows, cols, values, col_best, tol, out):
+def _column_candidates(product, lo, col_best, tol, key):
+    """The block's entries within ``tol`` of their column's maximum so far (``col_best``, this
+    block's included): ``(rows, columns, keys)``. Entries kept from earlier blocks may no longer
+    qualify: :func:`_columns_hardest` checks them against the final maxima."""
+    cuts = _cuts(col_best, tol)
+    count = 0
+    for i in range(product.shape[0]):
+        _keys(product[i], key)
+        for j in range(key.shape[0]):
+            count += key[j] >= cuts[j]
+    rows = np.empty(count, dtype=np.int64)
+    cols = np.empty(count, dtype=np.int64)
+    keys = np.empty(count, dtype=np.int16)
+    k = 0
+    for i in range(product.shape[0]):
+        _keys(product[i], key)
+        for j in range(key.shape[0]):
+            if key[j] >= cuts[j]:
+                rows[k], cols[k], keys[k] = lo + i, j, key[j]
+                k += 1
+    return rows, cols, keys
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _columns_hardest(src, tgt, rows, cols, keys, col_best, tol, out):
     """``out[j]``: the row of the exact maximum of column ``j`` among its candidates (in
     increasing row order, so ties go to the lowest row)."""
+    cuts = _cuts(col_best, tol)
     best_exact = np.full(out.shape[0], -np.inf, dtype=np.float32)
     for k in range(rows.shape[0]):
         j = cols[k]
-        if values[k] >= col_best[j] - tol:
+        if keys[k] >= cuts[j]:
             exact = _dot(src[rows[k]], tgt[j])
             if exact > best_exact[j]:
                 best_exact[j], out[j] = exact, rows[k]
@@ -206,9 +254,10 @@ def hardest_negatives_bfloat16(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`psp.train.negatives.mine_negatives` through bfloat16 products (CPU).
 
-    Each block of rows is one bfloat16 ``src @ tgt.T`` product, widened to float32 for the
-    kernels, with the partners set to ``-inf``; row and column candidates within
-    :func:`candidate_tolerance` of the maxima are re-scored as float32 dot products of the
+    Each block of rows is one bfloat16 ``src @ tgt.T`` product into a reused buffer (a fresh
+    one costs more in page faults than the product), partners set to ``-inf``. The kernels read
+    it a row at a time as integer keys (:func:`_keys`) and re-score the row and column
+    candidates within :func:`candidate_tolerance` of the maxima as float32 dot products of the
     given rows.
     """
     n, dim = src.shape
@@ -217,19 +266,17 @@ def hardest_negatives_bfloat16(
     s16, t16 = src.bfloat16(), tgt.bfloat16()
     neg_tgt = np.empty(n, dtype=np.int64)
     neg_src = np.empty(n, dtype=np.int64)
-    col_best = np.full(n, -np.inf, dtype=np.float32)
-    candidates = []
-    # Both blocks are reused: a fresh 50 MB array costs more in page faults than the widening.
+    col_best = np.full(n, -32768, dtype=np.int16)
+    key = np.empty(n, dtype=np.int16)
     product = torch.empty(min(block, n), n, dtype=torch.bfloat16)
-    widened = torch.empty(min(block, n), n, dtype=torch.float32)
+    candidates = []
     for lo in range(0, n, block):
         hi = min(n, lo + block)
-        torch.mm(s16[lo:hi], t16.T, out=product[: hi - lo])
-        sims = widened[: hi - lo].copy_(product[: hi - lo])
+        sims = torch.mm(s16[lo:hi], t16.T, out=product[: hi - lo])
         sims.diagonal(offset=lo).fill_(-np.inf)
-        sims = sims.numpy()
-        _rows_hardest(sims, lo, src_np, tgt_np, tol, neg_tgt)
-        candidates.append(_columns_candidates(sims, lo, col_best, tol))
-    rows, cols, values = (np.concatenate(part) for part in zip(*candidates))
-    _columns_hardest(src_np, tgt_np, rows, cols, values, col_best, tol, neg_src)
+        bits = sims.view(torch.int16).numpy()
+        _hardest_of_rows(bits, lo, src_np, tgt_np, tol, col_best, key, neg_tgt)
+        candidates.append(_column_candidates(bits, lo, col_best, tol, key))
+    rows, cols, keys = (np.concatenate(part) for part in zip(*candidates))
+    _columns_hardest(src_np, tgt_np, rows, cols, keys, col_best, tol, neg_src)
     return torch.from_numpy(neg_tgt), torch.from_numpy(neg_src)
