@@ -270,7 +270,7 @@ def job_score_mined(out: Path, args, n_shards: int, nprobe: int):
         fwd=fwd,
         bwd=bwd,
         cfg=cfg,
-        out_tsv_gz=out / f"mined.{nprobe}.tsv.gz",
+        out_path=out / f"mined.{nprobe}.tsv.gz",
         stats_json=out / f"mined.{nprobe}.stats.json",
         histogram_png=out / f"mined.{nprobe}.png",
     )

@@ -20,6 +20,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 from psp.io import InputError, iter_raw_lines
+from psp.sentence_files import Fields, iter_records
 
 
 @dataclass(slots=True)
@@ -214,9 +215,12 @@ def sentence_file(data_root: str | os.PathLike | None, mono_id_or_path: str | os
 
 
 def iter_sentences(
-    data_root: str | os.PathLike | None, mono_id_or_path: str | os.PathLike
+    data_root: str | os.PathLike | None,
+    mono_id_or_path: str | os.PathLike,
+    fields: Fields = Fields(),
 ) -> Iterator[tuple[str | None, str]]:
-    """Stream ``(sentence, "file:line")`` from monolingual text; ``None`` for invalid UTF-8."""
+    """Stream ``(sentence, "file:line")`` from monolingual text, or from JSON Lines or Parquet
+    records (their ``fields.text``; :mod:`psp.sentence_files`); ``None`` for invalid UTF-8."""
     path = sentence_file(data_root, mono_id_or_path)
-    for lineno, raw in iter_raw_lines(path):
-        yield _decode(raw), f"{path}:{lineno}"
+    for record in iter_records(path, fields):
+        yield record.text, f"{path}:{record.number}"

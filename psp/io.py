@@ -32,7 +32,8 @@ import signal
 import socket
 import tempfile
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -331,6 +332,75 @@ def atomic_open(path: str | os.PathLike, mode: str = "wt", encoding: str = "utf-
                     yield text
 
 
+#: A path that names standard input or output, never a file.
+STDIO = "-"
+
+
+def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """``(device, inode)`` of the file ``path`` resolves to, ``None`` where nothing is there."""
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return info.st_dev, info.st_ino
+
+
+@dataclass(frozen=True)
+class FileRoles:
+    """What one command or job writes and reads, each file under a label (the option or rule
+    field that names it), so that :meth:`check` can refuse to start when an output is an input.
+
+    An atomic write replaces its output at the end, after the input was read: ``psp score
+    --input pairs.tsv --output pairs.tsv`` would run to completion and leave the scores where
+    the pairs were. So the check runs before anything is read or written. ``None`` and ``-``
+    (standard input or output) name no file and are skipped.
+
+    Attributes:
+        outputs: files that are written (replaced).
+        inputs: files that are read.
+        cleared: folders that are removed or emptied when the work is done (``psp mine``'s own
+            work dir): no input may lie inside one.
+    """
+
+    outputs: Mapping[str, str | os.PathLike | None]
+    inputs: Mapping[str, str | os.PathLike | None]
+    cleared: Mapping[str, str | os.PathLike | None] = field(default_factory=dict)
+
+    def _named(self, kind: Mapping) -> dict[str, Path]:
+        return {
+            label: Path(path)
+            for label, path in kind.items()
+            if path is not None and os.fspath(path) != STDIO
+        }
+
+    def check(self) -> None:
+        """Raise :class:`InputError` naming both files where an output resolves to an input:
+        the same path, a symbolic link to it or a hard link of it; or where an input lies in a
+        folder that is cleared."""
+        inputs = {
+            label: (path, _identity(path)) for label, path in self._named(self.inputs).items()
+        }
+        for out_label, out in self._named(self.outputs).items():
+            identity = _identity(out)
+            for in_label, (path, same) in inputs.items():
+                if identity is not None and identity == same:
+                    how = (
+                        "" if os.path.abspath(out) == os.path.abspath(path) else ", through a link"
+                    )
+                    raise InputError(
+                        f"{out} ({out_label}) is the input {path} ({in_label}){how}: writing it "
+                        "would destroy that input; choose another output"
+                    )
+        for folder_label, folder in self._named(self.cleared).items():
+            root = Path(os.path.realpath(folder))
+            for in_label, (path, _) in inputs.items():
+                if Path(os.path.realpath(path)).is_relative_to(root):
+                    raise InputError(
+                        f"{path} ({in_label}) lies in {folder} ({folder_label}), which is removed "
+                        "when the run ends; move the input or choose another output"
+                    )
+
+
 def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
     """Hex sha256 of a file, read in chunks."""
     digest = hashlib.sha256()
@@ -341,25 +411,83 @@ def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
 
 
 def open_binary(path: str | os.PathLike):
-    """Open a plain or gzipped file for binary reading (by suffix)."""
+    """Open a plain, gzip (``.gz``) or Zstandard (``.zst``) file for binary reading, by suffix;
+    the result is buffered (``read1``, line iteration)."""
     path = Path(path)
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
+    if path.suffix == ".zst":
+        return io.BufferedReader(_ZstdStream(path), buffer_size=1 << 20)
     return open(path, "rb")
+
+
+class _ZstdStream(io.RawIOBase):
+    """A Zstandard file read as a stream of its frames, one after the other (as gzip reads its
+    members). A file cut inside a frame raises ``EOFError`` where it ends, as gzip does: the
+    library's own stream reader ends such a file quietly, with its data lost."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, path: Path):
+        import zstandard
+
+        self._decompressor = zstandard.ZstdDecompressor()
+        self._file = open(path, "rb")  # noqa: SIM115 - closed with the stream
+        self._frame = self._decompressor.decompressobj()
+        self._fed = False  # whether the current frame has had any bytes
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def _more(self) -> bytes:
+        """The next decompressed bytes; ``b""`` at the end of the last whole frame."""
+        while True:
+            data = self._frame.unused_data if self._frame.eof else b""
+            if self._frame.eof:
+                self._frame, self._fed = self._decompressor.decompressobj(), False
+            data = data or self._file.read(self.CHUNK)
+            if not data:
+                if self._fed:
+                    raise EOFError("Zstandard file ends inside a frame")
+                return b""
+            self._fed = True
+            out = self._frame.decompress(data)
+            if out:
+                return out
+
+    def readinto(self, buffer) -> int:
+        if not self._pending:
+            self._pending = self._more()
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def compression_errors() -> tuple[type[BaseException], ...]:
+    """What a corrupt or truncated compressed stream raises while it is read."""
+    import zstandard
+
+    return (EOFError, zlib.error, gzip.BadGzipFile, zstandard.ZstdError)
 
 
 def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, raw_bytes_without_newline)``, 1-based.
 
-    A truncated or corrupt gzip stream raises :class:`InputError` naming the file and the last
-    good line, instead of gzip's bare ``EOFError``.
+    A truncated or corrupt gzip or Zstandard stream raises :class:`InputError` naming the file
+    and the last good line, instead of the library's bare ``EOFError``.
     """
     lineno = 0
     try:
         with open_binary(path) as handle:
             for lineno, raw in enumerate(handle, start=1):
                 yield lineno, raw.rstrip(b"\r\n")
-    except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as err:
+    except (*compression_errors(), OSError) as err:
         if isinstance(err, FileNotFoundError):
             raise
         raise InputError(

@@ -43,6 +43,8 @@ FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
 SPM_NAME = "sentencepiece.model"
 WEIGHTS_NAME = "embeddings.safetensors"
+#: Every file a model directory is loaded from (its model card, README.md, is not read).
+MODEL_FILES = (CONFIG_NAME, SPM_NAME, WEIGHTS_NAME)
 WEIGHT_KEY = "embedding.weight"
 
 # The type and range of every ``config.json`` value (JSON Schema): a config edited by hand or

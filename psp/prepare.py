@@ -16,6 +16,7 @@ from psp.corpora import RawPair, iter_pairs, iter_sentences
 from psp.filters import FilterConfig, filter_pairs, filter_sentences
 from psp.io import InputError, iter_lines, scratch_dir
 from psp.mine.plan import ShardPlan, write_sharded_text
+from psp.sentence_files import Fields
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +78,16 @@ def prepare_sentences(
     out_text: str | os.PathLike,
     out_stats: str | os.PathLike,
     workers: int = 1,
+    fields: Fields = Fields(),
 ) -> dict[str, Any]:
-    """Monolingual mining input: ``refs`` (mirror ids or files) → filtered ``.txt.gz``, case kept.
+    """Monolingual mining input: ``refs`` (mirror ids or files: text, or JSON Lines and Parquet
+    read through ``fields``) → filtered ``.txt.gz``, case kept.
 
     A side where no line survives is an error naming its inputs: mining it would only produce an
     empty result three jobs later.
     """
     cfg = FilterConfig.monolingual(lang, **filters)
-    lines = itertools.chain.from_iterable(iter_sentences(data_root, ref) for ref in refs)
+    lines = itertools.chain.from_iterable(iter_sentences(data_root, ref, fields) for ref in refs)
     stats = filter_sentences(
         lines, lang, cfg, out_path=out_text, stats_path=out_stats, workers=workers
     )
@@ -108,9 +111,11 @@ def prepare_mining_side(
     out_plan: str | os.PathLike,
     out_stats: str | os.PathLike,
     workers: int = 1,
+    text_field: str = Fields.text,
 ) -> ShardPlan:
-    """One side of a mining run: ``files`` (one sentence a line, read in order) → filtered
-    sentences as a sharded text plus its shard plan.
+    """One side of a mining run: ``files`` (text, one sentence a line, or JSON Lines and Parquet
+    with the sentence under ``text_field``; read in order) → filtered sentences as a sharded
+    text plus its shard plan.
 
     Exactly ``n_shards`` shards, as the workflow's DAG expects (with fewer lines than shards some
     are empty, and their jobs are trivial).
@@ -127,6 +132,7 @@ def prepare_mining_side(
             out_text=filtered,
             out_stats=out_stats,
             workers=workers,
+            fields=Fields(text=text_field),
         )
         lines = (line for _, line in iter_lines(filtered))
         return write_sharded_text(

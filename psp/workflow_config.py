@@ -8,6 +8,7 @@ Snakemake. References to data ("refs") are mirror-layout ids such as ``bitext/es
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -281,6 +282,44 @@ def config_refs(config: dict) -> Iterator[tuple[str, str]]:
         for side in ("src", "tgt"):
             for ref in entry.get("distractors", {}).get(side, []):
                 yield f"bucc.{pair}.distractors.{side}", ref
+
+
+#: The folder every rule writes under (outputs, logs, benchmarks), relative to the working dir.
+RESULTS = Path("results")
+
+
+def _same_file_under(path: Path, root: Path) -> Path | None:
+    """A file under ``root`` that ``path`` is a hard link of, or None (only hard-linked files,
+    ``st_nlink > 1``, are looked for, so the walk is rare)."""
+    info = path.stat()
+    if info.st_nlink < 2 or not root.is_dir():
+        return None
+    for folder, _, names in os.walk(root):
+        for name in names:
+            candidate = Path(folder) / name
+            with contextlib.suppress(OSError):
+                if os.path.samestat(candidate.stat(), info):
+                    return candidate
+    return None
+
+
+def check_inputs_outside_results(config: dict, results: Path = RESULTS) -> None:
+    """Refuse a local input file (a path among the config's refs) that is, or links to, a file
+    under ``results``: Snakemake deletes a job's outputs before it runs the job, so an input
+    that resolves to one would be gone before it is read. Checked when the Snakefile is parsed,
+    before any job runs; the error names the key, the file and what it resolves to."""
+    root = Path(os.path.realpath(results))
+    for key, ref in config_refs(config):
+        path = Path(ref)
+        if is_mirror_ref(ref) or not path.is_file():
+            continue
+        resolved = Path(os.path.realpath(path))
+        inside = resolved if resolved.is_relative_to(root) else _same_file_under(path, root)
+        if inside is not None:
+            raise ConfigError(
+                f"{key}: {ref} is {inside}, a file under {results}/ that the workflow writes "
+                "and deletes before rewriting it; copy the input elsewhere and name the copy"
+            )
 
 
 def check_downloadable(source_id: str, config: dict) -> None:

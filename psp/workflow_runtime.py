@@ -1,5 +1,5 @@
-"""What every workflow script does first: send its output to the rule's log, cap its threads, and
-end a failure a user can act on with one line.
+"""What every workflow script does first: refuse a job whose output is one of its inputs, send
+its output to the rule's log, cap its threads, and end a failure a user can act on with one line.
 
 Kept in the package so the scripts in ``workflow_scripts/`` stay a few lines over one psp call.
 """
@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-from psp.io import exit_on_sigterm, failure_message
+from psp.io import FileRoles, exit_on_sigterm, failure_message
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -57,11 +57,33 @@ def report_failures(rule: str) -> None:
     sys.excepthook = hook
 
 
+def labelled(files, kind: str) -> dict[str, str]:
+    """A rule's ``input``, ``output`` or ``log`` files by label: ``kind.name`` for a named one,
+    ``kind[i]`` for the others (and for every file of a named list)."""
+    names = {value: f"{kind}.{name}" for name, value in files.items() if isinstance(value, str)}
+    found: dict[str, str] = {}
+    for index, path in enumerate(files):
+        label = names.get(path, f"{kind}[{index}]")
+        found[label if found.get(label, path) == path else f"{kind}[{index}]"] = path
+    return found
+
+
+def job_roles(smk) -> FileRoles:
+    """What a job reads (its ``input``) and writes (its ``output`` and ``log``)."""
+    return FileRoles(
+        outputs=labelled(smk.output, "output") | labelled(smk.log, "log"),
+        inputs=labelled(smk.input, "input"),
+    )
+
+
 def setup(smk) -> None:
-    """Route stderr and logging to ``smk.log[0]``, limit all threads to ``smk.threads``, let a
-    SIGTERM (Snakemake cancelling the job, a cluster scheduler) remove the job's temporaries,
-    and report a failure a user can act on in one line (:func:`report_failures`)."""
+    """Refuse, before anything is read or written, a job an output of which is one of its
+    inputs (:class:`psp.io.FileRoles`: the same path, a symbolic or a hard link); route stderr
+    and logging to ``smk.log[0]``, limit all threads to ``smk.threads``, let a SIGTERM
+    (Snakemake cancelling the job, a cluster scheduler) remove the job's temporaries, and report
+    a failure a user can act on in one line (:func:`report_failures`)."""
     report_failures(getattr(smk, "rule", "?"))
+    job_roles(smk).check()
     if smk.log:
         stream = open(smk.log[0], "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives for the job
         sys.stderr = stream

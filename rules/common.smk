@@ -9,6 +9,7 @@ from psp import workflow_config as wc
 from psp.evaluate.peers import spec_label
 from psp.evaluate.results import TABLES as EVAL_TABLES
 from psp.export import EXPORT_FILES
+from psp.mine.config import FILTER_KEYS
 from psp.sources import SOURCES
 
 validate(config, schema="../psp/config.schema.yaml", set_default=True)
@@ -21,6 +22,7 @@ BUCC_PAIRS = config["bucc"]
 PEERS = {spec_label(spec): spec for spec in config["evaluation"]["peers"]}
 EXPORT_LIBRARIES = list(EXPORT_FILES)
 wc.check_references(config)
+wc.check_inputs_outside_results(config)
 
 
 def _alternatives(names):
@@ -170,6 +172,7 @@ def get_mine_text_params(wildcards):
     return {
         "lang": wildcards.pair.split("-")[0 if wildcards.side == "src" else 1],
         "filters": {key: entry[key] for key in ("min_tokens", "max_tokens", "langid")},
+        "text_field": entry["text_field"],
     }
 
 
@@ -181,7 +184,13 @@ def get_mine_params(wildcards):
     return {key: entry[key] for key in keys} | {
         "n_shards": entry["shards"],
         "index": index,
+        "filters": pair_filters(entry),
     }
+
+
+def pair_filters(entry):
+    """The pair filters of a `mining` entry (psp PairFilterConfig keys)."""
+    return {key: entry[key] for key in FILTER_KEYS}
 
 
 def get_mine_threshold_input(wildcards):
@@ -283,7 +292,8 @@ def get_bucc_params(wildcards):
         "entry": {
             key: entry[key] for key in ("dev", "test", "distractors", "max_distractors")
         },
-        "mine": {key: mine[key] for key in ("k", "margin", "retrieval") if key in mine},
+        "mine": {key: mine[key] for key in ("k", "margin", "retrieval") if key in mine}
+        | ({"filters": pair_filters(mine)} if mine else {}),
     }
 
 

@@ -47,6 +47,23 @@ _UNSHARE = {
 }
 
 
+def pair_filters_off() -> dict:
+    """The mining config keys that turn every pair filter off: for tests of the search and the
+    shards, whose English-on-both-sides pairs of an untrained model the filters would remove."""
+    from psp.mine.config import PairFilterConfig
+
+    return PairFilterConfig.none().to_dict()
+
+
+def pair_filter_flags_off() -> list[str]:
+    """:func:`pair_filters_off` as ``psp mine`` flags."""
+    flags = []
+    for key, value in pair_filters_off().items():
+        flag = "--" + key.replace("_", "-")
+        flags += [f"--no-{flag[2:]}"] if value is False else [flag, "none"]
+    return flags
+
+
 def run_psp(*args, stdin: str | bytes | None = None, timeout: float = 300):
     """``psp ARGS`` in a subprocess; stdout and stderr captured as text (bytes with bytes stdin)."""
     return subprocess.run(

@@ -23,7 +23,7 @@ import pytest
 from psp.cli import main
 from psp.io import temp_dir
 
-from .faults import run_psp, temporaries
+from .faults import pair_filter_flags_off, pair_filters_off, run_psp, temporaries
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +160,8 @@ def test_fewer_lines_than_shards(tiny_model, sentences, tmp_path):
     src = write_lines(tmp_path / "src.txt", sentences[0][:1])
     tgt = write_lines(tmp_path / "tgt.txt", sentences[1])
     out = tmp_path / "mined.tsv.gz"
-    assert mine(tiny_model, src, tgt, out, "--shards", "3", "--threshold=-1e9") == 0
+    flags = ["--shards", "3", "--threshold=-1e9", *pair_filter_flags_off()]
+    assert mine(tiny_model, src, tgt, out, *flags) == 0
     assert [row[1] for row in mined_rows(out)] == sentences[0][:1]
     assert temporaries(tmp_path) == []
 
@@ -221,6 +222,7 @@ def test_workflow_mines_a_one_line_side_with_more_shards_than_lines(
         # cosine itself, so every candidate passes (a tiny model's ratio margin may be -inf)
         margin="absolute",
         threshold=-1e9,
+        **pair_filters_off(),
     )
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     mining_rules = ["mine_text", "embed_shard", "train_index", "index_shard", "knn_shard_pair"]

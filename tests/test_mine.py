@@ -609,7 +609,7 @@ def test_empty_corpus_is_an_error_naming_the_file(tmp_path):
             full,
             empty,
             cfg=MineConfig(),
-            out_tsv_gz=tmp_path / "o.tsv.gz",
+            out_path=tmp_path / "o.tsv.gz",
             work_dir=tmp_path / "w",
         )
 
@@ -676,7 +676,7 @@ def test_mine_files_outputs_and_resume(tmp_path):
     model = TrigramEmbedder(dim=512)
     cfg = MineConfig(margin="ratio", threshold=1.0, n_shards=2, block_size=2)
     out = tmp_path / "out" / "es-en.tsv.gz"
-    stats = mine_files(model, src, tgt, cfg=cfg, out_tsv_gz=out, work_dir=tmp_path / "work")
+    stats = mine_files(model, src, tgt, cfg=cfg, out_path=out, work_dir=tmp_path / "work")
     rows = [line.split("\t") for line in gzip.open(out, "rt").read().splitlines()]
     scores = [float(r[0]) for r in rows]
     assert scores == sorted(scores, reverse=True) and min(scores) >= 1.0
@@ -689,10 +689,10 @@ def test_mine_files_outputs_and_resume(tmp_path):
     assert (tmp_path / "out" / "es-en.histogram.png").read_bytes()[:4] == b"\x89PNG"
     calls = model.calls
     # resumes: nothing re-embedded
-    mine_files(model, src, tgt, cfg=cfg, out_tsv_gz=out, work_dir=tmp_path / "work")
+    mine_files(model, src, tgt, cfg=cfg, out_path=out, work_dir=tmp_path / "work")
     assert model.calls == calls
     with pytest.raises(InputError, match="manifest.json"):
-        mine_files(model, src, tgt, cfg=MineConfig(k=2), out_tsv_gz=out, work_dir=tmp_path / "work")
+        mine_files(model, src, tgt, cfg=MineConfig(k=2), out_path=out, work_dir=tmp_path / "work")
 
 
 def test_bucc_on_real_data_with_trigram_model(shared_data, tmp_path):

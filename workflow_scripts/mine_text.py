@@ -14,4 +14,5 @@ prepare_mining_side(
     out_plan=snakemake.output.plan,
     out_stats=snakemake.output.stats,
     workers=snakemake.threads,
+    text_field=job["text_field"],
 )

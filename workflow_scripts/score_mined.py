@@ -17,8 +17,9 @@ write_mined(
     fwd=fwd,
     bwd=bwd,
     cfg=cfg,
-    out_tsv_gz=snakemake.output.pairs,
+    out_path=snakemake.output.pairs,
     stats_json=snakemake.output.stats,
     histogram_png=snakemake.output.histogram,
     threshold_source=source,
+    languages=tuple(snakemake.wildcards.pair.split("-")),
 )

@@ -1,7 +1,9 @@
 """The ``psp`` command. Each subcommand lives in its own module with ``NAME``, ``HELP`` and a
 ``register(subparsers)``.
 
-Adding a command means adding a module to ``COMMANDS``; nothing else here changes.
+Adding a command means adding a module to ``COMMANDS``; nothing else here changes. A command
+that writes files sets ``file_roles`` beside ``func`` (a function of the parsed arguments giving
+a :class:`psp.io.FileRoles`), and nothing runs when one of its outputs is one of its inputs.
 
 Failures a user can act on end in one line, ``psp COMMAND: error: ...``, naming the file and
 the reason (see :func:`psp.io.failure_message`): exit status 2 for bad input, 1 for a write the
@@ -60,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     exit_on_sigterm()  # a terminated command removes its temporaries, as on Ctrl-C
     try:
+        if hasattr(args, "file_roles"):
+            args.file_roles(args).check()
         return int(args.func(args) or 0)
     except BrokenPipeError:
         # The reader went away (``psp score ... | head``): stop quietly with the status of a

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from psp.cli.options import input_file, non_negative_int, positive_float, positive_int
+from psp.io import FileRoles
 
 if TYPE_CHECKING:
     from psp import sources
@@ -42,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="an HTTP mirror of the upstream hosts: https://host/path is fetched from "
         "PREFIX/host/path (the workflow's source_url_prefix)",
     )
-    fetch.set_defaults(func=_reported(_download))
+    fetch.set_defaults(func=_reported(_download), file_roles=_download_roles)
 
     imp = commands.add_parser("import", help="import already downloaded files of one source")
     imp.add_argument("source", help="source id, e.g. sts/sts17")
@@ -51,7 +52,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     imp.add_argument("--out", type=Path, required=True, help="data root to import into")
     _add_cap(imp)
-    imp.set_defaults(func=_reported(_import))
+    imp.set_defaults(func=_reported(_import), file_roles=_import_roles)
+
+
+def _imported(chosen, out: Path) -> dict[str, Path]:
+    """The files importing the sources ``chosen`` writes under ``out``."""
+    return {f"{source.id}: {name}": out / name for source in chosen for name in source.outputs}
+
+
+def _download_roles(args: argparse.Namespace) -> FileRoles:
+    """The downloads are written, then read to import them into ``--out``."""
+    from psp import sources
+
+    try:
+        chosen = [s for prefix in args.prefixes for s in sources.select(prefix)]
+    except sources.SourceError:
+        return FileRoles(outputs={}, inputs={})  # the command reports the unknown id
+    return FileRoles(
+        outputs=_imported(chosen, args.out),
+        inputs={
+            f"{source.id} download {url}": args.downloads
+            / (source.download_folder or source.id)
+            / source.filename(url)
+            for source in chosen
+            for url in source.urls
+        },
+    )
+
+
+def _import_roles(args: argparse.Namespace) -> FileRoles:
+    """The downloaded files are read and imported into ``--out``."""
+    from psp import sources
+
+    source = sources.SOURCES.get(args.source)
+    return FileRoles(
+        outputs=_imported([source] if source else [], args.out),
+        inputs={f"files {i}": path for i, path in enumerate(args.files, 1)},
+    )
 
 
 def _add_cap(parser: argparse.ArgumentParser) -> None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from psp.cli.options import positive_int
+from psp.io import FileRoles
 
 NAME = "eval"
 HELP = "evaluate embedders (STS 2012-16, STS-B, STS17, Tatoeba)"
@@ -58,7 +60,29 @@ def register(subparsers) -> None:
         "--threads", type=positive_int, help="torch threads (default: torch's choice)"
     )
     parser.add_argument("--device", default="cpu")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, file_roles=file_roles)
+
+
+def file_roles(args: argparse.Namespace) -> FileRoles:
+    """The embedders' files, the floor's tables and the evaluation sets are read; each
+    embedder's tables and the side-by-side table written."""
+    from psp.evaluate.peers import spec_files
+    from psp.evaluate.results import TABLES
+    from psp.workflow_config import eval_files
+
+    read = [*(f"{table}.csv" for table in TABLES), "metrics.json"]  # of an evaluation folder
+    out = Path(args.out)
+    outputs = {"--out tables.md": out / "tables.md"}
+    inputs = {}
+    for name, spec in parse_embedders(args.embedder).items():
+        for written in (*read, "tables.md"):
+            outputs[f"--out {name}/{written}"] = out / name / written
+        inputs |= {f"--embedder {spec}: {path}": path for path in spec_files(spec)}
+    sets = {"sts": not args.no_sts, "sts17": args.sts17, "tatoeba": args.tatoeba}
+    inputs |= {f"--data {path}": path for path in eval_files(Path(args.data), sets)}
+    if args.floor:
+        inputs |= {f"--floor {name}": Path(args.floor) / name for name in read}
+    return FileRoles(outputs=outputs, inputs=inputs)
 
 
 def parse_embedders(values: list[str]) -> dict[str, str]:
@@ -77,8 +101,6 @@ def parse_embedders(values: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from psp.evaluate.harness import evaluate_embedder
     from psp.evaluate.peers import PeerUnavailable, load_embedder
     from psp.evaluate.score_tables import combine_tables

@@ -11,7 +11,11 @@ Example:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+from psp.cli.options import model_files
+from psp.io import FileRoles
 
 NAME = "export"
 HELP = "write a model as a sentence-transformers or model2vec directory"
@@ -25,6 +29,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def file_roles(args: argparse.Namespace) -> FileRoles:
+    """The model directory (and its card) are read; the library's files written."""
+    from psp.export import EXPORT_FILES
+
+    return FileRoles(
+        outputs={
+            f"out_dir {name}": os.path.join(args.out_dir, name) for name in EXPORT_FILES[args.to]
+        },
+        inputs={
+            **model_files(args.model, "--model"),
+            "--model README.md": os.path.join(args.model, "README.md"),
+        },
+    )
+
+
 def register(subparsers) -> None:
     from psp.export import LIBRARIES
 
@@ -32,4 +51,4 @@ def register(subparsers) -> None:
     parser.add_argument("--model", required=True, help="psp model directory")
     parser.add_argument("--to", required=True, choices=list(LIBRARIES), help="target library")
     parser.add_argument("out_dir", help="output directory (created; files in it are replaced)")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, file_roles=file_roles)

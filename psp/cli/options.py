@@ -114,11 +114,33 @@ def input_file_or_stdin(text: str) -> str:
     return text if text == STDIN else input_file(text)
 
 
+def model_files(directory: str | os.PathLike | None, label: str) -> dict[str, str]:
+    """The files a model directory is loaded from, each labelled ``LABEL FILE`` (for
+    :class:`psp.io.FileRoles`): an output must not replace one of them."""
+    from psp.model_dir import MODEL_FILES
+
+    if directory is None:
+        return {}
+    return {f"{label} {name}": os.path.join(directory, name) for name in MODEL_FILES}
+
+
+def model_stream_roles(args: argparse.Namespace):
+    """``psp embed`` and ``psp score`` read ``--input`` and the model, and write ``--output``."""
+    from psp.io import FileRoles
+
+    return FileRoles(
+        outputs={"--output": args.output},
+        inputs={"--input": args.input, **model_files(args.model, "--model")},
+    )
+
+
 def add_model_stream_arguments(
     parser, *, input_help: str, output_help: str, batch_help: str
 ) -> None:
     """The flags ``psp embed`` and ``psp score`` share: ``--model``, ``--input``, ``--output``,
-    ``--batch-size`` and ``--threads``, with the command's own help for the data flags."""
+    ``--batch-size`` and ``--threads``, with the command's own help for the data flags, and
+    what they read and write (:func:`model_stream_roles`)."""
+    parser.set_defaults(file_roles=model_stream_roles)
     parser.add_argument("--model", required=True, help="model directory")
     parser.add_argument("--input", required=True, type=input_file_or_stdin, help=input_help)
     parser.add_argument("--output", required=True, help=output_help)

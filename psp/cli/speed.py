@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from psp.cli.options import positive_int
+from psp.io import FileRoles
 
 NAME = "speed"
 HELP = "time encoders (Table 5): sentences/s, load time, peak RSS"
@@ -49,13 +51,27 @@ def register(subparsers) -> None:
         help="the second setting beside 1 thread (default: the CPUs, %(default)s)",
     )
     parser.add_argument("--out", default="results/speed", help="default: %(default)s")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, file_roles=file_roles)
+
+
+def file_roles(args: argparse.Namespace) -> FileRoles:
+    """The news sentences and the encoders' files are read; the table and its plot written."""
+    from psp.evaluate.peers import spec_files
+    from psp.evaluate.speed import NEWS_FILES
+
+    specs = [f"psp:{model}" for model in args.model] + args.peer
+    return FileRoles(
+        outputs={name: Path(args.out) / name for name in ("speed.csv", "speed_quality.png")},
+        inputs={
+            **{f"--data {name}": Path(args.data) / name for name in NEWS_FILES},
+            **{f"{spec}: {path}": path for spec in specs for path in spec_files(spec)},
+        },
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     import csv
     import sys
-    from pathlib import Path
 
     from psp.evaluate.speed import (
         COLUMNS,

@@ -16,18 +16,16 @@ standard input is waited on with ``select`` in short steps, so that a SIGTERM is
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 import queue
 import select
 import stat
 import sys
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
-from psp.io import InputError, open_binary
+from psp.io import InputError, compression_errors, open_binary
 
 STDIN = "-"
 READ_BYTES = 1 << 20
@@ -44,7 +42,7 @@ def default_threads() -> int:
 
 
 def iter_input_batches(path: str, size: int) -> Iterator[tuple[int, list[str]]]:
-    """``(first_line_number, lines)``: the lines of a UTF-8 file (plain or ``.gz``), or of stdin
+    """``(first_line_number, lines)``: the lines of a UTF-8 file (plain, ``.gz`` or ``.zst``), or of stdin
     when ``path`` is ``-``, ``size`` at a time (the last batch may be shorter).
 
     Lines are split at ``\n`` only, and lose trailing ``\r``; a last line without a newline
@@ -83,7 +81,7 @@ def _iter_line_blocks(path: str) -> Iterator[list[str]]:
                     yield lines
             if tail:
                 yield _decode_lines(tail, name, lineno)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+    except compression_errors() as err:
         raise InputError(
             f"{name}: corrupt or truncated compressed file after line {lineno}: {err}"
         ) from err

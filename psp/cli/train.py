@@ -16,12 +16,14 @@ import json
 import os
 from pathlib import Path
 
-from psp.cli.options import add_key_flags, input_file
+from psp.cli.options import add_key_flags, input_file, model_files
 from psp.config_schema import config_keys
-from psp.io import InputError
+from psp.io import FileRoles, InputError
 
 NAME = "train"
 HELP = "train a P-SP model"
+#: The evaluation set read after each epoch, under ``--data``.
+STSB_DEV = "sts/stsb/dev.tsv"
 
 
 def input_path(text: str) -> Path:
@@ -53,7 +55,7 @@ def register(subparsers) -> None:
         "--data",
         type=Path,
         default=os.environ.get("PSP_SHARED_DATA"),
-        help="data mirror holding sts/stsb/dev.tsv for the per-epoch evaluation "
+        help=f"data mirror holding {STSB_DEV} for the per-epoch evaluation "
         "(default: $PSP_SHARED_DATA)",
     )
     parser.add_argument(
@@ -61,7 +63,25 @@ def register(subparsers) -> None:
     )
     keys = parser.add_argument_group("training keys (default: the config file's, else shown)")
     add_key_flags(keys, config_keys(TrainConfig), dataclasses.asdict(TrainConfig()))
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, file_roles=file_roles)
+
+
+def file_roles(args: argparse.Namespace) -> FileRoles:
+    """The pairs, their SentencePiece model, the config and the dev set are read; the model
+    directory's files, the log and the learning curve written."""
+    return FileRoles(
+        outputs={
+            **model_files(args.model_dir, "--model-dir"),
+            "--work-dir train_log.tsv": args.work_dir / "train_log.tsv",
+            "--work-dir learning_curve.png": args.work_dir / "learning_curve.png",
+        },
+        inputs={
+            "--h5": args.h5,
+            "--spm": args.spm,
+            "--config": args.config,
+            "--data dev set": None if args.no_eval or args.data is None else args.data / STSB_DEV,
+        },
+    )
 
 
 def load_config(path: Path | None) -> dict:
@@ -103,7 +123,7 @@ def build_evaluator(args: argparse.Namespace):
         return None
     if args.data is None:
         raise InputError(
-            "no evaluation data: pass --data MIRROR (holding sts/stsb/dev.tsv), "
+            f"no evaluation data: pass --data MIRROR (holding {STSB_DEV}), "
             "set PSP_SHARED_DATA, or train with --no-eval"
         )
     from psp.evaluate import StsbEvaluator

@@ -231,6 +231,21 @@ def load_embedder(spec: str, device: str = "cpu", native_batch: bool = False) ->
     raise ValueError(f"embedder spec {spec!r}: unknown kind {kind!r} ({', '.join(BACKENDS)})")
 
 
+def spec_files(spec: str) -> list[Path]:
+    """The local files an embedder spec reads (none for a name looked up in a cache), so that a
+    command writing next to them can refuse to replace one."""
+    from psp.model_dir import MODEL_FILES
+
+    kind, _, target = spec.partition(":")
+    if kind == "psp":
+        return [Path(target) / name for name in MODEL_FILES]
+    if kind == "original":
+        return [Path(part) for part in target.rpartition(":")[::2] if part]
+    if os.path.isdir(target):
+        return sorted(path for path in Path(target).rglob("*") if path.is_file())
+    return []
+
+
 def spec_label(spec: str) -> str:
     """A file-system friendly name for a spec: ``psp:results/models/en`` -> ``en``,
     ``st:all-MiniLM-L6-v2`` -> ``st-all-MiniLM-L6-v2``, ``original:a/model.pt:a/x.model`` ->

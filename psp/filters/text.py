@@ -64,6 +64,28 @@ def prepare_sentence(text: str | None, lowercase: bool) -> tuple[str | None, str
     return None, normalized, normalized.lower() if lowercase else normalized
 
 
+def dedup_key(text: str) -> str:
+    """``text`` as near-duplicates share it: :func:`clean_text`, lowercased, every digit ``0``,
+    punctuation, symbols and control or format characters dropped, spaces collapsed.
+
+    The normalisation CCNet applies before deduplicating (``cc_net/text_normalizer.py``, as the
+    NLLB and LASER mining pipelines reuse it), so "The 2 cats!" and "the 3 cats" share a key:
+    pairs that differ only there teach a translation model nothing more.
+
+    Example:
+        >>> dedup_key("  The 2 cats — «really»!")
+        'the 0 cats really'
+    """
+    kept = []
+    for char in clean_text(text).lower():
+        category = unicodedata.category(char)
+        if category == "Nd":
+            kept.append("0")
+        elif char == " " or category[0] not in "PSC":
+            kept.append(char)
+    return " ".join("".join(kept).split())
+
+
 def ngram_overlap(a: Sequence[str], b: Sequence[str], n: int = 3) -> float:
     """Share of the shorter sentence's word n-grams that also occur in the other sentence.
 

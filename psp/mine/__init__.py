@@ -7,8 +7,10 @@ Workflow jobs, in DAG order (each one a thin script over one function):
 3. ``train_index`` per pair and ``fill_index`` per shard (rows to lists), for pairs large
    enough for inverted-file search (list-major, exact scores: ``psp.mine.ivf``)
 4. ``knn_shard_pair`` per (source shard, target shard) → ``.npz`` top-k both directions
-5. ``reduce_parts`` → global fwd/bwd top-k; ``write_mined`` → ``score<TAB>src<TAB>tgt``
-   ``.tsv.gz``, ``stats.json``, histogram
+5. ``reduce_parts`` → global fwd/bwd top-k; ``write_mined`` → the pairs above the threshold
+   that pass the pair filters (``psp.mine.pair_filters``), ``score<TAB>src<TAB>tgt``
+   ``.tsv.gz`` (or Parquet, with provenance: ``psp.mine.mined_table``), ``stats.json``,
+   histogram
 
 ``mine_files`` / ``mine_texts`` run the same jobs in one process; ``psp.mine.bucc`` evaluates.
 """
@@ -21,13 +23,20 @@ import importlib
 # the light parts (``psp.mine.config`` for the command line's options, ``psp.mine.plan`` for the
 # data stage) does not pull in torch and Faiss.
 _EXPORTS = {
-    "config": ("DEFAULT_THRESHOLDS", "IndexConfig", "MineConfig"),
+    "config": ("DEFAULT_THRESHOLDS", "IndexConfig", "MineConfig", "PairFilterConfig"),
     "index": ("fill_index", "load_lists", "train_index", "uses_ivf"),
     "ivf": ("ivf_knn_both_directions",),
     "knn": ("knn_both_directions", "knn_shard_pair"),
     "margin": ("knn_means", "margin_score", "score_pairs"),
     "output": ("write_mined",),
-    "pipeline": ("check_model_languages", "knn_for_files", "mine_files", "mine_texts"),
+    "pair_filters": ("filter_reasons", "removed_counts"),
+    "pipeline": (
+        "check_model_languages",
+        "knn_for_files",
+        "mine_files",
+        "mine_texts",
+        "mined_outputs",
+    ),
     "reduce": ("merge_knn", "read_direction", "reduce_parts"),
     "plan": ("ShardPlan", "load_plan", "shard_bounds", "shard_text_file", "write_sharded_text"),
     "shards": ("embed_shard", "open_embeddings"),
@@ -49,10 +58,12 @@ __all__ = [
     "DEFAULT_THRESHOLDS",
     "IndexConfig",
     "MineConfig",
+    "PairFilterConfig",
     "ShardPlan",
     "check_model_languages",
     "embed_shard",
     "fill_index",
+    "filter_reasons",
     "ivf_knn_both_directions",
     "knn_both_directions",
     "knn_for_files",
@@ -64,9 +75,11 @@ __all__ = [
     "merge_knn",
     "mine_files",
     "mine_texts",
+    "mined_outputs",
     "open_embeddings",
     "read_direction",
     "reduce_parts",
+    "removed_counts",
     "score_pairs",
     "shard_bounds",
     "shard_text_file",

@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from psp.io import InputError, atomic_open, atomic_path, read_lines
-from psp.mine.config import DEFAULT_THRESHOLDS, MineConfig
+from psp.mine.config import DEFAULT_THRESHOLDS, MineConfig, PairFilterConfig
+from psp.mine.pair_filters import KEPT, REASONS, filter_reasons
 from psp.mine.pipeline import all_candidates, mine_texts
 
 log = logging.getLogger(__name__)
@@ -309,6 +310,73 @@ def _split_gold(
     }
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """The scored candidates of one split of a task: ``scores``, their source and target ids
+    ``i`` and ``j``, and the task's sentences and gold."""
+
+    scores: np.ndarray
+    i: np.ndarray
+    j: np.ndarray
+    src: list[str]
+    tgt: list[str]
+    gold: Gold
+
+
+def task_candidates(model, data_root, data: BuccData, cfg: MineConfig) -> dict[str, Candidates]:
+    """Every split's candidates as the miner scores them (kNN, margin, retrieval of ``cfg``),
+    with no threshold and no pair filter: dev first."""
+    candidates = {}
+    for split, (src, tgt, gold) in load_tasks(data_root, data).items():
+        mined = mine_texts(model, src, tgt, cfg=all_candidates(cfg))
+        scores, i, j = (
+            (np.asarray(col) for col in zip(*mined, strict=True)) if mined else (np.zeros(0),) * 3
+        )
+        candidates[split] = Candidates(
+            scores, i.astype(np.int64), j.astype(np.int64), src, tgt, gold
+        )
+    return candidates
+
+
+def evaluate_filtered(
+    candidates: dict[str, Candidates], filters: PairFilterConfig, languages: tuple[str, str]
+) -> tuple[dict[str, dict], dict[str, Curve]]:
+    """Each split's precision, recall and F1 at the dev optimum of the candidates that pass
+    ``filters`` (what mining writes), its curve, and beside it the same evaluation without
+    the filters (``without_filters``: its own dev optimum) and what each filter removed of
+    the gold and of the other pairs that the unfiltered output holds (``removed``:
+    ``{reason: {"gold": n, "other": n}}``).
+    """
+    results, curves = {}, {}
+    thresholds: dict[str, float] = {}  # the dev optimum, with and without the filters
+    for split, c in candidates.items():
+        reasons = filter_reasons(
+            c.scores, [c.src[x] for x in c.i], [c.tgt[y] for y in c.j], filters, languages
+        )
+        evaluated = {}
+        kept = reasons == KEPT
+        for name, keep in (("filtered", kept), ("without_filters", np.ones_like(kept))):
+            curve = precision_recall_curve(c.scores[keep], c.i[keep], c.j[keep], c.gold)
+            thresholds.setdefault(name, best_threshold(curve)[0])  # dev comes first
+            evaluated[name] = {
+                "threshold": thresholds[name],
+                **evaluate_at(
+                    c.scores[keep], c.i[keep], c.j[keep], gold=c.gold, threshold=thresholds[name]
+                ),
+            }
+            if name == "filtered":
+                curves[split] = curve
+        output = c.scores >= thresholds["without_filters"]  # what mining without filters keeps
+        results[split] = {
+            **evaluated["filtered"],
+            "n_src": len(c.src),
+            "n_tgt": len(c.tgt),
+            "without_filters": evaluated["without_filters"],
+            "removed": _removed_by_kind(reasons[output], c.i[output], c.j[output], c.gold),
+        }
+    return results, curves
+
+
 def run_bucc(
     model,
     data_root: str | os.PathLike,
@@ -320,30 +388,44 @@ def run_bucc(
     """Tune the threshold on dev, report P/R/F1 on test; writes ``bucc.json`` and ``pr_curve.png``.
 
     Candidates come from :func:`mine_texts` with the threshold removed, so exactly the mining
-    path (kNN, margin, retrieval) is evaluated.
+    path (kNN, margin, retrieval) is evaluated, and then go through the pair filters
+    (``cfg.filters``), so the F1 is that of what mining writes (:func:`evaluate_filtered`).
     """
     cfg, data = cfg or MineConfig(), data or BuccData()
+    candidates = task_candidates(model, data_root, data, cfg)
+    splits, curves = evaluate_filtered(candidates, cfg.filters, (data.src_lang, data.tgt_lang))
+    for split, result in splits.items():
+        log.info("BUCC %s: %s", split, result)
+    results = {
+        "margin": cfg.margin,
+        "retrieval": cfg.retrieval,
+        "k": cfg.k,
+        "filters": cfg.filters.to_dict(),
+        **splits,
+    }
     out_dir = Path(out_dir)
-    curves, marks, results = {}, {}, {"margin": cfg.margin, "retrieval": cfg.retrieval, "k": cfg.k}
-    threshold = None
-    for split, (src, tgt, gold) in load_tasks(data_root, data).items():
-        mined = mine_texts(model, src, tgt, cfg=all_candidates(cfg))
-        scores, i, j = (
-            (np.array(col) for col in zip(*mined, strict=True)) if mined else (np.zeros(0),) * 3
-        )
-        curves[split] = precision_recall_curve(scores, i, j, gold)
-        if threshold is None:  # dev comes first: choose the threshold there
-            threshold, _ = best_threshold(curves[split])
-        marks[split] = {
-            "threshold": threshold,
-            **evaluate_at(scores, i, j, gold=gold, threshold=threshold),
-        }
-        results[split] = {**marks[split], "n_src": len(src), "n_tgt": len(tgt)}
-        log.info("BUCC %s: %s", split, results[split])
     with atomic_open(out_dir / "bucc.json", "wt") as out:
         json.dump(results, out, indent=2)
+    marks = {
+        split: {key: result[key] for key in ("threshold", "precision", "recall", "f1")}
+        for split, result in splits.items()
+    }
     plot_pr_curves(curves, marks, out_dir / "pr_curve.png")
     return results
+
+
+def _removed_by_kind(reasons, i, j, gold: Gold) -> dict[str, dict[str, int]]:
+    """For each filter, the gold and the other pairs (``i``, ``j``) that it removed."""
+    is_gold = np.array(
+        [(a, b) in gold for a, b in zip(i.tolist(), j.tolist(), strict=True)], dtype=bool
+    )
+    return {
+        reason: {
+            "gold": int(((reasons == code) & is_gold).sum()),
+            "other": int(((reasons == code) & ~is_gold).sum()),
+        }
+        for code, reason in enumerate(REASONS)
+    }
 
 
 def mining_threshold(
@@ -376,4 +458,9 @@ def mining_threshold(
                 f"{bucc_json}: tuned with {key} {result.get(key)!r}, but the pair mines with "
                 f"{getattr(cfg, key)!r}; its dev optimum is on another scale"
             )
+    if result.get("filters") != cfg.filters.to_dict():
+        raise InputError(
+            f"{bucc_json}: tuned on pairs filtered with {result.get('filters')!r}, but the pair "
+            f"mines with {cfg.filters.to_dict()!r}; its dev optimum is another output's"
+        )
     return value, {"from": "bucc_dev", "file": str(bucc_json), "dev_f1": f1}

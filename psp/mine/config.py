@@ -25,15 +25,55 @@ MINING_ENTRY = "#/properties/mining/additionalProperties"
 DEFAULT_THRESHOLDS = {"ratio": 1.06, "distance": 0.04, "absolute": 0.8}
 
 
+# The keys of the workflow's entry that say what to mine and how the input sides are read and
+# filtered: none of the classes below takes them.
+INPUT_KEYS = ("model", "src", "tgt", "min_tokens", "max_tokens", "langid", "text_field")
+FILTER_KEYS = ("dedup", "max_overlap", "pair_langid", "max_length_ratio", "max_score")
+SEARCH_KEYS = ("ivf_min_size", "nlist", "nprobe", "compare")
+
+
 def _from_dict(cls, data: dict[str, Any] | None):
     return from_mapping(cls, dict(data or {}), cls.__name__)
 
 
 @config_class(
     MINING_ENTRY,
+    exclude=INPUT_KEYS
+    + SEARCH_KEYS
+    + ("shards", "k", "margin", "retrieval", "threshold")
+    + ("float16",),
+)
+class PairFilterConfig:
+    """What is removed from the mined pairs before they are written: repeated pairs, copies,
+    pairs in the wrong language, of implausible lengths or implausibly high scores (see
+    :mod:`psp.mine.pair_filters`, which applies them, and docs/mining.md for the defaults).
+    """
+
+    dedup: bool
+    max_overlap: float | None
+    pair_langid: bool
+    max_length_ratio: float | None
+    max_score: float | None
+
+    @classmethod
+    def none(cls) -> PairFilterConfig:
+        """Every filter off: the candidates as scored."""
+        return cls(
+            dedup=False, max_overlap=None, pair_langid=False, max_length_ratio=None, max_score=None
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> PairFilterConfig:
+        return _from_dict(cls, data)
+
+
+@config_class(
+    MINING_ENTRY,
     "#/definitions/index_library",
-    exclude=("model", "src", "tgt", "min_tokens", "max_tokens", "langid", "shards")
-    + ("k", "margin", "retrieval", "float16"),
+    exclude=INPUT_KEYS + FILTER_KEYS + ("shards", "k", "margin", "retrieval", "float16"),
 )
 class IndexConfig:
     """How a pair of sides is searched.
@@ -85,8 +125,7 @@ class IndexConfig:
     MINING_ENTRY,
     "#/definitions/mine_library",
     rename={"n_shards": "shards"},
-    exclude=("model", "src", "tgt", "min_tokens", "max_tokens", "langid")
-    + ("ivf_min_size", "nlist", "nprobe", "compare"),
+    exclude=INPUT_KEYS + FILTER_KEYS + SEARCH_KEYS,
 )
 class MineConfig:
     """Margin-based bitext mining (Artetxe & Schwenk, 2019) settings.
@@ -95,7 +134,8 @@ class MineConfig:
     and they are also the candidates each sentence may be paired with. ``threshold`` None means
     :data:`DEFAULT_THRESHOLDS` for the chosen margin; ``-inf`` keeps every candidate (for tuning).
     ``index`` None searches exactly (blockwise matrix products); an :class:`IndexConfig` lets
-    large shards use an inverted file.
+    large shards use an inverted file. ``filters`` are applied to the scored pairs before they
+    are written (:class:`PairFilterConfig`).
     """
 
     k: int
@@ -107,10 +147,13 @@ class MineConfig:
     batch_size: int
     float16: bool
     index: IndexConfig | None = field(default=None)
+    filters: PairFilterConfig = field(default_factory=PairFilterConfig)
 
     def _check(self) -> None:
         if isinstance(self.index, dict):
             self.index = IndexConfig.from_dict(self.index)
+        if isinstance(self.filters, dict):
+            self.filters = PairFilterConfig.from_dict(self.filters)
 
     @property
     def effective_threshold(self) -> float:

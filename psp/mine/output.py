@@ -1,7 +1,10 @@
-"""Write mined pairs: ``score<TAB>src<TAB>tgt`` sorted by score, ``stats.json`` and a histogram.
+"""Write mined pairs: the pairs above the threshold that pass the pair filters, sorted by
+score (``score<TAB>src<TAB>tgt``, or Parquet, see :mod:`psp.mine.mined_table`), ``stats.json``
+and a histogram.
 
-Only the lines that appear in kept pairs are read back from the corpora (one streaming pass per
-side), so writing the output does not need the corpora in memory.
+Only the lines that appear in pairs above the threshold are read back from the corpora (one
+streaming pass per side, and one per side's origins file for provenance), so writing the output
+does not need the corpora in memory.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +22,8 @@ from psp.io import InputError, atomic_open, atomic_path, iter_lines
 from psp.mine.config import MineConfig
 from psp.mine.index import KNN
 from psp.mine.margin import score_pairs
+from psp.mine.mined_table import Format, MinedTable, provenance_columns, write_table
+from psp.mine.pair_filters import KEPT, filter_reasons, removed_counts
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +40,28 @@ def gather_lines(path: str | os.PathLike, wanted: np.ndarray, n_expected: int) -
     if n != n_expected:
         raise InputError(f"{path}: has {n} lines but the embeddings have {n_expected} rows")
     return found
+
+
+@dataclass(frozen=True)
+class Origins:
+    """Where each row of the two sides came from: the origins files written beside the sharded
+    texts (:func:`psp.mine.plan.shard_text_file`: ``line doc_id`` per row), and whether each
+    side's input gave document ids."""
+
+    src: Path
+    tgt: Path
+    with_ids: tuple[bool, bool] = (False, False)
+
+
+def gather_origins(path, wanted: np.ndarray, n_expected: int) -> dict[int, tuple[int, str]]:
+    """``(input line, document id)`` of the rows ``wanted`` of an origins file."""
+    return {
+        row: (int(number), doc_id)
+        for row, (number, _, doc_id) in (
+            (row, line.partition(" "))
+            for row, line in gather_lines(path, wanted, n_expected).items()
+        )
+    }
 
 
 def quantiles(values: np.ndarray) -> dict[str, float]:
@@ -53,14 +81,18 @@ def write_mined(
     fwd: KNN,
     bwd: KNN,
     cfg: MineConfig,
-    out_tsv_gz: str | os.PathLike,
+    out_path: str | os.PathLike,
     stats_json: str | os.PathLike,
     histogram_png: str | os.PathLike | None = None,
     timings: dict[str, float] | None = None,
     inputs: dict | None = None,
     threshold_source: dict | None = None,
+    languages: tuple[str, str] | None = None,
+    origins: Origins | None = None,
+    out_format: Format = "tsv",
 ) -> dict:
-    """Score candidates, apply retrieval and threshold, and write the three outputs atomically.
+    """Score candidates, apply retrieval, threshold and the pair filters, and write the three
+    outputs atomically.
 
     Args:
         src_text, tgt_text: the corpora the embeddings were computed from (line i = row i).
@@ -71,6 +103,10 @@ def write_mined(
             them (the input files, the blank lines left out); by default, the texts' names.
         threshold_source: where ``cfg.threshold`` came from (``psp.mine.bucc.mining_threshold``);
             by default the config, or the margin's default when ``cfg.threshold`` is None.
+        languages: the pair's (source, target) languages, for the language check and length
+            factors of the pair filters (``cfg.filters``).
+        origins: the sides' origins files, for provenance columns; ``None``: none.
+        out_format: ``tsv`` or ``parquet`` (:mod:`psp.mine.mined_table`).
 
     Returns the stats dict written to ``stats_json``.
     """
@@ -79,9 +115,18 @@ def write_mined(
         fwd, bwd, k=cfg.k, margin_kind=cfg.margin, retrieval=cfg.retrieval
     )
     threshold = cfg.effective_threshold
-    keep = scores >= threshold
-    kept = scores[keep], src[keep], tgt[keep]
-    _write_kept(out_tsv_gz, kept, texts=(src_text, tgt_text), sizes=(len(fwd[0]), len(bwd[0])))
+    above = np.flatnonzero(scores >= threshold)
+    table, reasons = _filtered_table(
+        (scores[above], src[above], tgt[above]),
+        texts=(src_text, tgt_text),
+        sizes=(len(fwd[0]), len(bwd[0])),
+        cfg=cfg,
+        languages=languages,
+        origins=origins,
+    )
+    write_table(table, out_path, out_format)
+    keep = np.zeros(len(scores), dtype=bool)
+    keep[above[reasons == KEPT]] = True
     stats = {
         **(inputs or {"src_file": str(src_text), "tgt_file": str(tgt_text)}),
         "n_src": len(fwd[0]),
@@ -92,7 +137,13 @@ def write_mined(
         "threshold": threshold,
         "threshold_source": threshold_source
         or {"from": "default" if cfg.threshold is None else "config"},
+        "above_threshold": len(above),
+        "filters": cfg.filters.to_dict(),
+        "languages": list(languages) if languages else None,
+        "removed": removed_counts(reasons),
         **_score_summary(scores, keep, n_src=len(fwd[0])),
+        "format": out_format,
+        "columns": table.columns,
         "timings_s": {**(timings or {}), "score_and_write": time.perf_counter() - t0},
     }
     with atomic_open(stats_json, "wt") as out:
@@ -116,24 +167,49 @@ def _score_summary(scores: np.ndarray, keep: np.ndarray, *, n_src: int) -> dict:
     }
 
 
-def _write_kept(
-    out_tsv_gz: str | os.PathLike,
-    kept: tuple[np.ndarray, np.ndarray, np.ndarray],
+def _filtered_table(
+    above: tuple[np.ndarray, np.ndarray, np.ndarray],
     *,
     texts: tuple[str | os.PathLike, str | os.PathLike],
     sizes: tuple[int, int],
-) -> None:
-    """``score<TAB>src<TAB>tgt`` lines for the ``(scores, src rows, tgt rows)`` kept, in that order.
+    cfg: MineConfig,
+    languages: tuple[str, str] | None,
+    origins: Origins | None,
+) -> tuple[MinedTable, np.ndarray]:
+    """The pairs ``(scores, src rows, tgt rows)`` above the threshold that pass the pair
+    filters, as a table in that order, and every pair's filter reason (``KEPT`` or an index of
+    :data:`psp.mine.pair_filters.REASONS`).
 
-    Only the kept lines of each text are held in memory (``gather_lines``); ``sizes`` are the
-    embeddings' row counts, which each text's line count must equal.
+    Only these pairs' lines of each text are held in memory (``gather_lines``); ``sizes`` are
+    the embeddings' row counts, which each text's line count must equal.
     """
-    scores, src, tgt = kept
+    scores, src, tgt = above
     src_lines = gather_lines(texts[0], src, sizes[0])
     tgt_lines = gather_lines(texts[1], tgt, sizes[1])
-    with atomic_open(out_tsv_gz, "wt") as out:
-        for score, i, j in zip(scores.tolist(), src.tolist(), tgt.tolist(), strict=True):
-            out.write(f"{score:.4f}\t{src_lines[i]}\t{tgt_lines[j]}\n")
+    src_texts = [src_lines[i] for i in src.tolist()]
+    tgt_texts = [tgt_lines[j] for j in tgt.tolist()]
+    reasons = filter_reasons(scores, src_texts, tgt_texts, cfg.filters, languages)
+    keep = np.flatnonzero(reasons == KEPT)
+    table = MinedTable(
+        scores[keep],
+        [src_texts[i] for i in keep.tolist()],
+        [tgt_texts[i] for i in keep.tolist()],
+    )
+    if origins is not None:
+        table.provenance = _provenance(origins, (src[keep], tgt[keep]), sizes)
+    return table, reasons
+
+
+def _provenance(origins: Origins, rows: tuple[np.ndarray, np.ndarray], sizes) -> dict[str, list]:
+    """The provenance columns of the pairs whose side rows are ``rows``."""
+    found = {}
+    for side, path, side_rows, size in zip(
+        ("src", "tgt"), (origins.src, origins.tgt), rows, sizes, strict=True
+    ):
+        where = gather_origins(path, side_rows, size)
+        found[f"{side}_line"] = [where[i][0] for i in side_rows.tolist()]
+        found[f"{side}_id"] = [where[i][1] for i in side_rows.tolist()]
+    return {name: found[name] for name in provenance_columns(origins.with_ids)}
 
 
 def plot_histogram(

@@ -15,23 +15,25 @@ import math
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from psp.io import InputError, atomic_open, temp_dir
-from psp.mine.config import MineConfig
+from psp.mine.config import MineConfig, PairFilterConfig
 from psp.mine.index import KNN, fill_index, load_lists, train_index, uses_ivf
 from psp.mine.knn import knn_shard_pair
 from psp.mine.margin import score_pairs
-from psp.mine.output import write_mined
+from psp.mine.mined_table import Format
+from psp.mine.output import Origins, write_mined
+from psp.mine.pair_filters import KEPT, check_languages_known, filter_reasons
 from psp.mine.plan import ShardPlan, load_plan, shard_text_file
 from psp.mine.reduce import reduce_parts
 from psp.mine.shards import embed_shard
 from psp.mine.workdir import claimed, fingerprint
-from psp.model import CONFIG_NAME, SPM_NAME, WEIGHTS_NAME
+from psp.model_dir import MODEL_FILES
+from psp.sentence_files import Fields
 
 log = logging.getLogger(__name__)
-
-MODEL_FILES = (CONFIG_NAME, SPM_NAME, WEIGHTS_NAME)
 
 
 def check_model_languages(model, src: str, tgt: str, model_path: str | os.PathLike) -> None:
@@ -51,12 +53,29 @@ def check_model_languages(model, src: str, tgt: str, model_path: str | os.PathLi
         )
 
 
-def prepare_side(text_path, cfg: MineConfig, work_dir: Path, name: str) -> tuple[Path, ShardPlan]:
-    """The side's text re-written as a sharded text with its plan (kept in ``work_dir``)."""
+@dataclass(frozen=True)
+class Side:
+    """One side of a run in its work dir: the sharded text, its plan, and where each row of it
+    came from in the input (see :func:`psp.mine.plan.shard_text_file`)."""
+
+    text: Path
+    plan: ShardPlan
+    origins: Path
+
+
+def prepare_side(
+    text_path, cfg: MineConfig, work_dir: Path, name: str, fields: Fields = Fields()
+) -> Side:
+    """The side's corpus re-written as a sharded text with its plan and origins (kept in
+    ``work_dir``; the plan comes last, so a plan with its origins file is a complete side)."""
     text, plan_path = work_dir / f"{name}.txt.gz", work_dir / f"{name}.plan.json"
-    if plan_path.exists():
-        return text, load_plan(plan_path)
-    return text, shard_text_file(text_path, cfg.n_shards, text, plan_path)
+    origins = work_dir / f"{name}.origins.txt.gz"
+    if plan_path.exists() and origins.exists():
+        return Side(text, load_plan(plan_path), origins)
+    plan = shard_text_file(
+        text_path, cfg.n_shards, text, plan_path, fields=fields, out_origins=origins
+    )
+    return Side(text, plan, origins)
 
 
 def embed_side(model, text: Path, plan: ShardPlan, *, cfg: MineConfig, work_dir: Path, name: str):
@@ -135,31 +154,52 @@ def run_knn(
 
 
 def knn_for_files(
-    model, src_path, tgt_path, *, cfg: MineConfig, work_dir
-) -> tuple[KNN, KNN, dict, dict[str, tuple[Path, ShardPlan]]]:
-    """Embed both corpora in shards and compute the global two-way kNN.
+    model,
+    src_path,
+    tgt_path,
+    *,
+    cfg: MineConfig,
+    work_dir,
+    fields: tuple[Fields, Fields] = (Fields(), Fields()),
+) -> tuple[KNN, KNN, dict, dict[str, Side]]:
+    """Embed both corpora (read through their ``fields``: source, target) in shards and
+    compute the global two-way kNN.
 
-    Returns ``fwd``, ``bwd``, the timings, and each side's sharded text and plan (row ``i`` of
-    the kNN lists is line ``i`` of that text: blank input lines are not in it).
+    Returns ``fwd``, ``bwd``, the timings, and each side as prepared (row ``i`` of the kNN
+    lists is line ``i`` of its sharded text: blank input lines are not in it).
     """
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     sides = {
-        "src": prepare_side(src_path, cfg, work_dir, "src"),
-        "tgt": prepare_side(tgt_path, cfg, work_dir, "tgt"),
+        "src": prepare_side(src_path, cfg, work_dir, "src", fields[0]),
+        "tgt": prepare_side(tgt_path, cfg, work_dir, "tgt", fields[1]),
     }
-    for path, (_, plan) in zip((src_path, tgt_path), sides.values(), strict=True):
-        if plan.n_lines == 0:
+    for path, side in zip((src_path, tgt_path), sides.values(), strict=True):
+        if side.plan.n_lines == 0:
             raise InputError(
-                f"{path}: empty corpus (no lines to mine; {plan.blank_lines} blank line(s))"
+                f"{path}: empty corpus (no lines to mine; {side.plan.blank_lines} blank line(s))"
             )
-    (src_text, src_plan), (tgt_text, tgt_plan) = sides.values()
-    src_shards = embed_side(model, src_text, src_plan, cfg=cfg, work_dir=work_dir, name="src")
-    tgt_shards = embed_side(model, tgt_text, tgt_plan, cfg=cfg, work_dir=work_dir, name="tgt")
+    src, tgt = sides.values()
+    src_shards = embed_side(model, src.text, src.plan, cfg=cfg, work_dir=work_dir, name="src")
+    tgt_shards = embed_side(model, tgt.text, tgt.plan, cfg=cfg, work_dir=work_dir, name="tgt")
     t1 = time.perf_counter()
-    fwd, bwd = run_knn(src_shards, tgt_shards, (src_plan, tgt_plan), cfg=cfg, out_dir=work_dir)
+    fwd, bwd = run_knn(src_shards, tgt_shards, (src.plan, tgt.plan), cfg=cfg, out_dir=work_dir)
     return fwd, bwd, {"embed": t1 - t0, "knn": time.perf_counter() - t1}, sides
+
+
+def mined_outputs(out_path: str | os.PathLike) -> dict[str, Path]:
+    """The files a run writes for the output ``out_path``, by role: the pairs, and beside them
+    ``<stem>.stats.json`` and ``<stem>.histogram.png`` (the names the workflow uses), and its
+    own work dir ``<output>.work``."""
+    out = Path(out_path)
+    stem = out.name.removesuffix(".gz").removesuffix(".tsv").removesuffix(".parquet")
+    return {
+        "pairs": out,
+        "stats": out.with_name(f"{stem}.stats.json"),
+        "histogram": out.with_name(f"{stem}.histogram.png"),
+        "work_dir": out.with_name(out.name + ".work"),
+    }
 
 
 def mine_files(
@@ -168,49 +208,64 @@ def mine_files(
     tgt_path: str | os.PathLike,
     *,
     cfg: MineConfig,
-    out_tsv_gz: str | os.PathLike,
+    out_path: str | os.PathLike,
     work_dir: str | os.PathLike | None = None,
     stats_json: str | os.PathLike | None = None,
     histogram_png: str | os.PathLike | None = None,
     model_dir: str | os.PathLike | None = None,
+    fields: tuple[Fields, Fields] = (Fields(), Fields()),
+    languages: tuple[str, str] | None = None,
+    provenance: bool = False,
+    out_format: Format = "tsv",
 ) -> dict:
-    """Mine two text files (one sentence per line) into ``out_tsv_gz``; returns the stats dict.
+    """Mine two corpus files (text, JSON Lines or Parquet: :mod:`psp.sentence_files`, read
+    through their ``fields``, source and target) into ``out_path``; returns the stats dict.
 
     ``work_dir`` None uses ``<output>.work``, the run's own: removed after success, kept after a
     crash for the rerun to resume (see :mod:`psp.mine.workdir`). ``model_dir``, the directory
     ``model`` was loaded from, puts its files' checksums in the work dir's manifest, so that
     shards embedded by another model are never reused. ``stats_json`` and ``histogram_png``
-    default to ``<output stem>.stats.json`` and ``<output stem>.histogram.png``, the names the
-    workflow uses.
+    default to the names of :func:`mined_outputs`. ``languages`` (source, target) are the
+    pair's, for the pair filters' language check; ``provenance`` adds each side's input line
+    (and document id, for a side whose fields name one) to the output, written as
+    ``out_format``.
     """
-    out = Path(out_tsv_gz)
-    stem = out.name.removesuffix(".gz").removesuffix(".tsv")
-    stats_json = stats_json or out.with_name(f"{stem}.stats.json")
-    histogram_png = histogram_png or out.with_name(f"{stem}.histogram.png")
+    names = mined_outputs(out_path)
+    stats_json = stats_json or names["stats"]
+    histogram_png = histogram_png or names["histogram"]
+    if cfg.filters.pair_langid and languages:
+        check_languages_known(languages)
     owned = work_dir is None
     model_files = [Path(model_dir) / name for name in MODEL_FILES] if model_dir else []
     settings = {key: getattr(cfg, key) for key in ("k", "n_shards", "float16")}
     settings["index"] = dataclasses.asdict(cfg.index) if cfg.index else None
+    settings["fields"] = [dataclasses.asdict(side) for side in fields]
     manifest = fingerprint(model_files, {"src": src_path, "tgt": tgt_path}, settings)
-    with claimed(out.with_name(out.name + ".work") if owned else work_dir, manifest, owned) as work:
-        fwd, bwd, timings, sides = knn_for_files(model, src_path, tgt_path, cfg=cfg, work_dir=work)
-        (src_text, src_plan), (tgt_text, tgt_plan) = sides.values()
+    with claimed(names["work_dir"] if owned else work_dir, manifest, owned) as work:
+        fwd, bwd, timings, sides = knn_for_files(
+            model, src_path, tgt_path, cfg=cfg, work_dir=work, fields=fields
+        )
+        src, tgt = sides.values()
         inputs = {
             "src_file": str(src_path),
             "tgt_file": str(tgt_path),
-            "blank_lines": {"src": src_plan.blank_lines, "tgt": tgt_plan.blank_lines},
+            "blank_lines": {"src": src.plan.blank_lines, "tgt": tgt.plan.blank_lines},
         }
+        with_ids = (fields[0].doc_id is not None, fields[1].doc_id is not None)
         return write_mined(
-            src_text,
-            tgt_text,
+            src.text,
+            tgt.text,
             fwd=fwd,
             bwd=bwd,
             cfg=cfg,
-            out_tsv_gz=out,
+            out_path=names["pairs"],
             stats_json=stats_json,
             histogram_png=histogram_png,
             timings=timings,
             inputs=inputs,
+            languages=languages,
+            origins=Origins(src.origins, tgt.origins, with_ids) if provenance else None,
+            out_format=out_format,
         )
 
 
@@ -228,6 +283,7 @@ def mine_texts(
     *,
     cfg: MineConfig | None = None,
     work_dir: str | os.PathLike | None = None,
+    languages: tuple[str, str] | None = None,
 ) -> list[tuple[float, int, int]]:
     """Mine two in-memory sentence lists; returns ``(score, src_index, tgt_index)`` best first.
 
@@ -235,8 +291,10 @@ def mine_texts(
     temp directory) removed afterwards, and swept by a later call if this process is killed
     (:func:`psp.io.temp_dir`).
 
-    Pairs below ``cfg.effective_threshold`` are dropped; pass ``threshold=-math.inf`` to get every
-    retrieved candidate (as the BUCC evaluation does).
+    Pairs below ``cfg.effective_threshold`` are dropped, and so are those ``cfg.filters``
+    remove (their language check needs ``languages``, source and target); pass
+    ``threshold=-math.inf`` and ``filters=PairFilterConfig.none()`` to get every retrieved
+    candidate.
 
     Example:
         >>> cfg = MineConfig(threshold=-math.inf)
@@ -254,10 +312,20 @@ def mine_texts(
     scores, src, tgt = score_pairs(
         fwd, bwd, k=cfg.k, margin_kind=cfg.margin, retrieval=cfg.retrieval
     )
-    keep = scores >= cfg.effective_threshold
+    above = scores >= cfg.effective_threshold
+    scores, src, tgt = scores[above], src[above], tgt[above]
+    reasons = filter_reasons(
+        scores,
+        [src_sentences[i] for i in src.tolist()],
+        [tgt_sentences[j] for j in tgt.tolist()],
+        cfg.filters,
+        languages,
+    )
+    keep = reasons == KEPT
     return list(zip(scores[keep].tolist(), src[keep].tolist(), tgt[keep].tolist(), strict=True))
 
 
 def all_candidates(cfg: MineConfig) -> MineConfig:
-    """The same settings with no threshold, for tuning one."""
-    return dataclasses.replace(cfg, threshold=-math.inf)
+    """The same settings with no threshold and no pair filter: every candidate, for tuning
+    the threshold (the filters are applied to the candidates by the caller)."""
+    return dataclasses.replace(cfg, threshold=-math.inf, filters=PairFilterConfig.none())

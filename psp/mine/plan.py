@@ -13,6 +13,7 @@ A concatenation of gzip members is itself a valid gzip file, so the text stays r
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -22,7 +23,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from psp.io import InputError, atomic_open, atomic_path, iter_lines
+from psp.io import InputError, atomic_open, atomic_path
+from psp.sentence_files import Fields, Record, iter_records
 
 PLAN_VERSION = 1
 
@@ -89,13 +91,14 @@ def write_sharded_text(
     *,
     n_shards: int,
     out_text: str | os.PathLike,
-    out_plan: str | os.PathLike,
+    out_plan: str | os.PathLike | None,
     blank_lines: int = 0,
 ) -> ShardPlan:
     """Write ``lines`` (exactly ``n_lines`` of them) as ``n_shards`` gzip members, and the plan.
 
     Both files are written atomically; the plan last, so a plan on disk always describes a
-    complete text. Lines must not contain newlines. ``blank_lines`` is recorded in the plan.
+    complete text (``out_plan`` None: the caller saves it once its own files are complete).
+    Lines must not contain newlines. ``blank_lines`` is recorded in the plan.
     """
     bounds = shard_bounds(n_lines, n_shards)
     shards, digest, position = [], hashlib.sha256(), 0
@@ -119,36 +122,66 @@ def write_sharded_text(
     if next(iterator, None) is not None:
         raise ValueError(f"write_sharded_text: more than n_lines={n_lines} lines given")
     plan = ShardPlan(n_lines, digest.hexdigest(), tuple(shards), blank_lines)
-    save_plan(plan, out_plan)
+    if out_plan is not None:
+        save_plan(plan, out_plan)
     return plan
 
 
+def _sentences(path: str | os.PathLike, fields: Fields) -> Iterator[Record]:
+    """The records of ``path``; a line that is not UTF-8 is an error naming it."""
+    for record in iter_records(path, fields):
+        if record.text is None:
+            raise InputError(f"{path}:{record.number}: invalid UTF-8")
+        yield record
+
+
 def shard_text_file(
-    text: str | os.PathLike, n_shards: int, out_text: str | os.PathLike, out_plan: str | os.PathLike
+    text: str | os.PathLike,
+    n_shards: int,
+    out_text: str | os.PathLike,
+    out_plan: str | os.PathLike,
+    *,
+    fields: Fields = Fields(),
+    out_origins: str | os.PathLike | None = None,
 ) -> ShardPlan:
-    """Re-write a text file (plain or ``.gz``, one sentence a line) as a sharded text and its plan.
+    """Re-write a corpus file (text, JSON Lines or Parquet, see :mod:`psp.sentence_files`) as a
+    sharded text and its plan.
 
     Lines holding nothing but whitespace are left out and counted in the plan: embedded, they
     would all be the same vector and pair with each other or with anything. So row ``i`` of the
     embeddings is line ``i`` of the sharded text, not of ``text``; outputs read the sharded text.
+    ``out_origins`` (written before the plan) gets, for row ``i``, its input's line (row, for
+    Parquet) number and document id, space-separated (``fields.doc_id``; empty without).
 
     Two passes over ``text``: one to count lines, one to write. Shards never outnumber lines
     except for an empty file (one empty shard), so no job gets an empty slice it need not have.
     """
     n_read = n_lines = 0
-    for _, line in iter_lines(text):
+    for record in _sentences(text, fields):
         n_read += 1
-        n_lines += bool(line.strip())
+        n_lines += bool(record.text.strip())
     n_shards = max(1, min(n_shards, n_lines))
-    kept = (line for _, line in iter_lines(text) if line.strip())
-    return write_sharded_text(
-        kept,
-        n_lines,
-        n_shards=n_shards,
-        out_text=out_text,
-        out_plan=out_plan,
-        blank_lines=n_read - n_lines,
-    )
+    with contextlib.ExitStack() as stack:
+        origins = stack.enter_context(atomic_open(out_origins, "wt")) if out_origins else None
+
+        def kept() -> Iterator[str]:
+            for record in _sentences(text, fields):
+                if record.text.strip():
+                    if origins is not None:
+                        doc_id = " ".join((record.doc_id or "").split())
+                        origins.write(f"{record.number} {doc_id}\n")
+                    yield record.text
+
+        plan = write_sharded_text(
+            kept(),
+            n_lines,
+            n_shards=n_shards,
+            out_text=out_text,
+            out_plan=None,
+            blank_lines=n_read - n_lines,
+        )
+    save_plan(plan, out_plan)
+    return plan
 
 
 def save_plan(plan: ShardPlan, path: str | os.PathLike) -> None:

@@ -102,3 +102,24 @@ def test_config_wrong_type_is_named(tmp_path):
     proc = run_snakemake(["all", "-n", "--configfile", str(cfg)], tmp_path, check=False)
     assert proc.returncode != 0
     assert "shards" in proc.stderr + proc.stdout
+
+
+def test_a_mining_input_linked_into_results_is_refused(tmp_path, mirror_slice):
+    """Snakemake deletes a job's outputs before it runs the job: a local mining input that is a
+    link to one (here the prepared source text) would be gone before it is read. The Snakefile
+    refuses it when parsed, naming the key and the file, and the file is left as it was."""
+    prepared = tmp_path / "results/mine/work/es-en/src.txt.gz"
+    prepared.parent.mkdir(parents=True)
+    prepared.write_bytes(b"the sentences someone wants to mine again")
+    corpus = tmp_path / "corpus.es.txt.gz"
+    corpus.symlink_to(prepared)
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["mirror"] = str(mirror_slice)
+    config["mining"]["es-en"]["src"] = [str(corpus)]
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    proc = run_snakemake(["mine_es_en", "-n", "--configfile", str(cfg)], tmp_path, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"mining.es-en.src: {corpus} is {prepared.resolve()}, a file under results/" in out
+    assert prepared.read_bytes() == b"the sentences someone wants to mine again"
