@@ -95,6 +95,7 @@ def run(tmp_path) -> dict:
                     "f1": f,
                     "n_src": 300,
                     "n_tgt": 310,
+                    "without_filters": {"threshold": t, "f1": f - 0.02},
                 }
                 for split, t, p, r, f in (
                     ("dev", 1.24, 0.9, 0.8, 0.847),
@@ -115,6 +116,8 @@ def run(tmp_path) -> dict:
             "kept": 2,
             "threshold": 1.2,
             "candidates": 50,
+            "above_threshold": 5,
+            "removed": {"same_text": 1, "copy": 0, "length_ratio": 2},
         },
     )
     with gzip.open(mined.with_name("es-en.tsv.gz"), "wt") as handle:
@@ -257,6 +260,11 @@ def test_mining_sections_and_speed_hook(run, tmp_path):
     bucc = md_table(text, "## Mining quality").set_index("pair")
     assert (
         bucc.loc["es-en", "test F1"] == "79.7" and bucc.loc["es-en", "threshold (dev)"] == "1.2400"
+    )
+    assert bucc.loc["es-en", "test F1 without pair filters"] == "77.7"
+    assert (
+        "2 pairs at score ≥ 1.2 (of 50 candidates), after the pair filters removed of the 5 "
+        "above it: same_text 1, length_ratio 2." in text
     )
     assert "![precision-recall of es-en](bucc/es-en/pr_curve.png)" in text
     top = md_table(text, "Top 10 pairs")

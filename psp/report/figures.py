@@ -53,6 +53,18 @@ def top_pairs(path: Path, n: int) -> pd.DataFrame:
     )
 
 
+def filtered_out(stats: dict) -> str:
+    """What the pair filters removed of the pairs above the threshold, in words ("" for a
+    stats file without them)."""
+    removed = {reason: n for reason, n in stats.get("removed", {}).items() if n}
+    if "above_threshold" not in stats:
+        return ""
+    counts = ", ".join(f"{reason} {n:,}" for reason, n in removed.items()) or "none"
+    return (
+        f", after the pair filters removed of the {stats['above_threshold']:,} above it: {counts}"
+    )
+
+
 def mining_section(mined: Sequence[Path], base: Path) -> list[str]:
     """Per mined pair: its counts and settings, the score histogram and the top pairs."""
     lines = ["## Mining", ""]
@@ -65,7 +77,9 @@ def mining_section(mined: Sequence[Path], base: Path) -> list[str]:
             "",
             f"{stats['n_src']:,} source and {stats['n_tgt']:,} target sentences, k={stats['k']}, "
             f"{stats['margin']} margin, {stats['retrieval']} retrieval: {stats['kept']:,} pairs "
-            f"at score ≥ {stats['threshold']:g} (of {stats['candidates']:,} candidates).",
+            f"at score ≥ {stats['threshold']:g} (of {stats['candidates']:,} candidates)"
+            + filtered_out(stats)
+            + ".",
             "",
             f"![score histogram of {pair}]({histogram})",
             "",
