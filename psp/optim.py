@@ -18,7 +18,11 @@ import torch
 
 
 def fused_adam_rows_(
-    adam: LazyAdam, rows: torch.Tensor, grad: torch.Tensor, *, grad_scale: float = 1.0
+    adam: LazyAdam,
+    rows: torch.Tensor,
+    grad: torch.Tensor,
+    *,
+    grad_scale: float | torch.Tensor = 1.0,
 ) -> None:
     """:func:`psp.train.kernels.adam_rows_` with torch ops, for any device: the rows and their
     moments gathered, one pass of ``torch._fused_adam_`` (the kernel behind
@@ -89,11 +93,11 @@ class LazyAdam:
         rows: torch.Tensor,
         grad: torch.Tensor,
         *,
-        grad_scale: float = 1.0,
+        grad_scale: float | torch.Tensor = 1.0,
         step: int | None = None,
     ) -> None:
         """Apply one update; ``rows`` must be unique, ``grad`` is ``(len(rows), dim)``, taken
-        times ``grad_scale``. ``step`` is the update's number for the bias correction
+        times ``grad_scale`` (a number, or a one-element tensor on the table's device). ``step`` is the update's number for the bias correction
         (default: this optimizer's count of updates, plus one); parallel workers pass the step
         the update has in the run's schedule.
 
@@ -146,7 +150,7 @@ class DenseAdam:
         rows: torch.Tensor,
         grad: torch.Tensor,
         *,
-        grad_scale: float = 1.0,
+        grad_scale: float | torch.Tensor = 1.0,
         step: int | None = None,
     ) -> None:
         """As :meth:`LazyAdam.step` (``step`` is torch's own count here: the dense baseline

@@ -5,9 +5,7 @@ as one worker does, resuming after the coordinator is killed, two ranks of torch
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -144,39 +142,22 @@ def test_killed_parallel_training_takes_its_workers_along_and_resumes(tiny, tmp_
     assert temporaries(tmp_path / "wb") == []
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def run_ranks(argv: list[str], size: int = 2) -> list[str]:
-    """Run ``argv`` as ``size`` ranks, the way torchrun starts them on one node; their stdout."""
-    port = str(_free_port())
-    ranks = [
-        subprocess.Popen(
-            argv,
-            env=os.environ
-            | {"RANK": str(r), "WORLD_SIZE": str(size), "LOCAL_RANK": str(r)}
-            | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in range(size)
-    ]
-    outputs = [rank.communicate(timeout=300) for rank in ranks]
-    assert [rank.returncode for rank in ranks] == [0] * size, [err for _, err in outputs]
-    return [out for out, _ in outputs]
+def run_ranks(script: str, *args: str, size: int = 2) -> str:
+    """``script ARGS`` as ``size`` ranks on this node, started by torchrun; their stdout."""
+    torchrun = Path(sys.executable).parent / "torchrun"
+    argv = [str(torchrun), "--standalone", f"--nproc-per-node={size}", script, *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def test_two_ranks_train_the_files_and_the_quality_of_one(tiny, tmp_path):  # noqa: F811
-    """Two ``psp train`` processes started as torchrun starts them (gloo, one worker each):
-    rank 0 writes what a one-rank run writes, rank 1 nothing, and the model learns as well."""
+    """Two ranks of ``psp train`` started by torchrun (gloo, one worker each): rank 0 writes
+    what a one-rank run writes, rank 1 nothing, and the model learns as well."""
     from psp.model import load
 
     run_training(train_args(tiny, tmp_path / "one", tmp_path / "w1", workers=1))
-    run_ranks(train_args(tiny, tmp_path / "two", tmp_path / "w2", workers=1))
+    run_ranks(*train_args(tiny, tmp_path / "two", tmp_path / "w2", workers=1))
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(
         p.name for p in (tmp_path / "one").iterdir()
     )
@@ -212,7 +193,9 @@ MERGE = textwrap.dedent(
 
 
 def test_update_merge_adds_the_ranks_changes_and_averages_their_moments(tmp_path):
-    first, second = run_ranks([sys.executable, "-c", MERGE])
+    script = tmp_path / "merge.py"
+    script.write_text(MERGE)
+    first, second = run_ranks(str(script)).splitlines()
     assert first == second  # every rank holds the merged tensors
     table, m, v = json.loads(first)
     assert table == [[1, 1], [1, 1], [3, 3], [0, 0]]  # every change applied

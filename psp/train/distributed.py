@@ -83,9 +83,12 @@ def start(world: World, device: torch.device, timeout_s: float = 1800) -> None:
     backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    # env:// so that under torchrun the ranks join its agent's store instead of opening a new
+    # one on its port; under srun the variables come from world_from_env.
+    os.environ.update(MASTER_ADDR=world.address, MASTER_PORT=str(world.port))
     dist.init_process_group(
         backend,
-        init_method=f"tcp://{world.address}:{world.port}",
+        init_method="env://",
         rank=world.rank,
         world_size=world.size,
         timeout=datetime.timedelta(seconds=timeout_s),

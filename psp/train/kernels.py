@@ -82,7 +82,9 @@ def _adam_rows(weight, exp_avg, exp_avg_sq, rows, grad, constants):
             w[j] -= step_size * mj / (np.sqrt(vj) / bias2_sqrt + eps)
 
 
-def adam_rows_(adam, rows: torch.Tensor, grad: torch.Tensor, *, grad_scale: float = 1.0) -> None:
+def adam_rows_(
+    adam, rows: torch.Tensor, grad: torch.Tensor, *, grad_scale: float | torch.Tensor = 1.0
+) -> None:
     """One Adam step of rows ``rows`` (unique) of a :class:`psp.optim.LazyAdam`'s table and
     moments, in place, at its step count ``adam.steps``.
 
@@ -93,7 +95,7 @@ def adam_rows_(adam, rows: torch.Tensor, grad: torch.Tensor, *, grad_scale: floa
     (beta1, beta2), step = adam.betas, adam.steps
     constants = np.array(
         [
-            grad_scale,
+            float(grad_scale),
             adam.lr / (1 - beta1**step),
             1 - beta1,
             beta2,

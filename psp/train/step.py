@@ -114,10 +114,10 @@ def train_step(
         loss = objective(emb, len(pairs))
         loss.backward()
         grad = row_gradients(emb.grad, local, sentences, len(rows))
-    scale = 1.0
+    scale = 1.0  # a tensor on the device when clipping: reading it would wait for the GPU
     if cfg.grad_clip is not None:
         norm = torch.linalg.vector_norm(grad)
-        scale = float(torch.clamp(cfg.grad_clip / (norm + 1e-6), max=1.0))
+        scale = torch.clamp(cfg.grad_clip / (norm + 1e-6), max=1.0)
     start = time.perf_counter()
     optimizer.step(rows, grad, grad_scale=scale, step=step)
     if times is not None:
