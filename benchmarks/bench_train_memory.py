@@ -1,5 +1,5 @@
-"""Training memory stays flat as the corpus grows: peak RSS for 1M vs 4M pairs, with the
-per-epoch shuffle and with the former block order (``bench_train.former_order``).
+"""Training memory stays flat as the corpus grows: peak RSS for 1M vs 4M pairs, with one worker
+and with two (the coordinator and its largest worker process).
 
 Writes two synthetic training files in the ``docs/design.md`` §4 layout with h5py (random piece ids, 5-40
 pieces per sentence, ``spm_sha256`` of a small real SentencePiece model so the trainer accepts
@@ -7,9 +7,9 @@ them), then trains the same bounded number of steps on each in a fresh subproces
 batch 128; with ``anneal`` 1 the mega-batch reaches 100 at step 127, and training stops at the
 end of that first 100-minibatch mega-batch) and prints each peak RSS and the ratio.
 The trainer holds the block permutation (n / 64 integers) and a window or two of pairs, so
-the 4x larger file should cost next to no more memory, in either order.
+the 4x larger file should cost next to no more memory, with any number of workers.
 
-    python benchmarks/bench_train_memory.py [--sizes 1000000 4000000] [--steps 128]
+    python benchmarks/bench_train_memory.py [--sizes 1000000 4000000] [--steps 128] [--workers 1 2]
 """
 
 from __future__ import annotations
@@ -33,20 +33,18 @@ from psp.spm import PieceEncoder, train_spm
 REPO = Path(__file__).resolve().parents[1]
 
 CHILD = """
-import contextlib, json, resource, sys, time
-sys.path.insert(0, sys.argv[6])
-from bench_train import former_order
+import json, resource, sys, time
 from psp.train import TrainConfig, train
-h5, spm, out, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-order = former_order if sys.argv[5] == "former" else contextlib.nullcontext
-cfg = TrainConfig(epochs=1, anneal=1, max_steps=steps, threads=2, checkpoint_every=10**9)
+h5, spm, out, steps, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+cfg = TrainConfig(
+    epochs=1, anneal=1, max_steps=steps, threads=2, workers=workers, checkpoint_every=10**9
+)
 wall, cpu = time.perf_counter(), time.process_time()
-with order():
-    model_dir = train(cfg, h5, spm, out + "/model", out + "/work")
+model_dir = train(cfg, h5, spm, model_dir=out + "/model", work_dir=out + "/work")
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 steps = json.loads((model_dir / "config.json").read_text())["provenance"]["steps"]
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"peak_rss_mib": peak, "steps": steps, "wall_s": wall, "cpu_s": cpu}))
+peaks = [resource.getrusage(who).ru_maxrss / 1024 for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+print(json.dumps({"peak_rss_mib": peaks, "steps": steps, "wall_s": wall, "cpu_s": cpu}))
 """
 
 
@@ -99,44 +97,38 @@ def main() -> None:
     )
     parser.add_argument("--sizes", type=int, nargs=2, default=[1_000_000, 4_000_000])
     parser.add_argument("--steps", type=int, default=128)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench_train_memory.") as tmp:
         tmp = Path(tmp)
         spm = small_spm(args.data, tmp / "spm.model")
         encoder = PieceEncoder(spm)
-        peaks: dict[str, list[float]] = {"shuffle": [], "former": []}
+        peaks: dict[int, list[float]] = {workers: [] for workers in args.workers}
         for n in args.sizes:
             h5 = tmp / f"pairs{n}.h5"
             write_synthetic(h5, n, encoder)
             size_mib = h5.stat().st_size / 2**20
-            for order, label in (
-                ("former", "former block order"),
-                ("shuffle", "per-epoch shuffle"),
-            ):
-                command = [
-                    sys.executable,
-                    "-c",
-                    CHILD,
-                    str(h5),
-                    str(spm),
-                    str(tmp / f"run{n}{order}"),
-                ]
-                command += [str(args.steps), order, str(Path(__file__).parent)]
-                run = subprocess.run(command, capture_output=True, text=True, check=True)
+            for workers in args.workers:
+                out = tmp / f"run{n}-{workers}"
+                command = [sys.executable, "-c", CHILD, h5, spm, out, args.steps, workers]
+                run = subprocess.run(
+                    [str(a) for a in command], capture_output=True, text=True, check=True
+                )
                 result = json.loads(run.stdout.strip().splitlines()[-1])
-                peaks[order].append(result["peak_rss_mib"])
+                coordinator, worker = result["peak_rss_mib"]
+                peaks[workers].append(max(coordinator, worker))
                 print(
-                    f"{n:>9,} pairs ({size_mib:,.0f} MiB on disk), {label:>18}: peak RSS "
-                    f"{result['peak_rss_mib']:,.0f} MiB after {result['steps']} steps "
-                    f"(mega-batch 100 reached) in {result['wall_s']:.0f}s wall, "
-                    f"{result['cpu_s']:.0f} CPU-s"
+                    f"{n:>9,} pairs ({size_mib:,.0f} MiB on disk), {workers} worker(s): peak RSS "
+                    f"{coordinator:,.0f} MiB (largest worker process {worker:,.0f}) after "
+                    f"{result['steps']} steps (mega-batch 100 reached) in {result['wall_s']:.0f}s "
+                    f"wall, {result['cpu_s']:.0f} CPU-s"
                 )
             h5.unlink()
-        for order, values in peaks.items():
+        for workers, values in peaks.items():
             print(
-                f"peak RSS ratio {args.sizes[1]:,} / {args.sizes[0]:,} pairs, {order}: "
-                f"{values[1] / values[0]:.3f}"
+                f"peak RSS ratio {args.sizes[1]:,} / {args.sizes[0]:,} pairs, {workers} "
+                f"worker(s): {values[1] / values[0]:.3f}"
             )
 
 
