@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+FILES = ("src.txt", "src.jsonl", "tgt.txt")
 PSP = [sys.executable, "-c", "import sys; from psp.cli import main; sys.exit(main())"]
 PREPARE = (
     "import sys; from psp.mine.plan import shard_text_file; from psp.sentence_files import Fields; "
@@ -52,11 +54,14 @@ def pool(mirror: Path) -> list[str]:
     return list(lines)
 
 
-def write_corpora(args) -> dict[str, Path]:
-    """The source side as plain text and as JSON Lines, and the target side."""
+def write_corpora(args) -> None:
+    """The source side as plain text and as JSON Lines, and the target side (:data:`FILES`).
+
+    Run in a process of its own: a child's peak RSS counts the pages of the parent it was
+    forked from, which would otherwise hold the sentence pool."""
     sentences = pool(args.mirror)
     picks = np.random.default_rng(args.seed).integers(0, len(sentences), args.lines)
-    files = {name: args.work / name for name in ("src.txt", "src.jsonl", "tgt.txt")}
+    files = {name: args.work / name for name in FILES}
     with open(files["src.txt"], "w") as text, open(files["src.jsonl"], "w") as records:
         for number, pick in enumerate(picks.tolist()):
             text.write(sentences[pick] + "\n")
@@ -64,7 +69,6 @@ def write_corpora(args) -> dict[str, Path]:
     with gzip.open(args.mirror / "mono/en/wmt-newstest-en.txt.gz", "rt") as news:
         english = [next(news).strip() for _ in range(args.tgt_lines)]
     files["tgt.txt"].write_text("".join(f"{line}\n" for line in english))
-    return files
 
 
 def timed(cmd: list[str]) -> dict:
@@ -95,7 +99,12 @@ def main() -> None:
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     try:
-        files = write_corpora(args)
+        writer = multiprocessing.get_context("spawn").Process(target=write_corpora, args=(args,))
+        writer.start()
+        writer.join()
+        if writer.exitcode != 0:
+            raise SystemExit("writing the corpora failed")
+        files = {name: args.work / name for name in FILES}
         runs, prepared = {}, {}
         for kind, extra in (("text", []), ("jsonl", ["--id-field", "id"])):
             src = files["src.txt" if kind == "text" else "src.jsonl"]

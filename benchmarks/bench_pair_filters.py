@@ -9,7 +9,10 @@ the gold pairs and the other pairs it removed from what mining without filters k
 setting's own dev optimum).
 
 Settings: every filter off, the defaults, each filter alone (the others off) at a few values.
-Printed: one JSON line per pair and setting.
+Printed: one JSON line per pair and setting, and one per pair for the data stage's language
+rule in place of the pair filters' (``data_stage_langid``: a side fails unless langid.py names
+its own language with probability 0.5, ``psp.filters.language.LangidCheck``): the gold and
+other pairs of each split's unfiltered output it would remove, and the languages it named.
 
 Usage:
     python benchmarks/bench_pair_filters.py --mirror /work/shared/data \\
@@ -45,6 +48,33 @@ def settings(max_scores: list[float]) -> dict[str, PairFilterConfig]:
     return {"none": NONE, "default": PairFilterConfig(), **alone}
 
 
+def data_stage_langid(candidates, languages, threshold: float) -> dict:
+    """What the data stage's language rule would remove from the pairs above ``threshold``."""
+    from collections import Counter
+
+    from psp.filters.language import LangidCheck, load_identifier
+
+    out = candidates.scores >= threshold
+    i, j = candidates.i[out].tolist(), candidates.j[out].tolist()
+    gold = [(a, b) in candidates.gold for a, b in zip(i, j, strict=True)]
+    failed, named = [False] * len(i), Counter()
+    identifier = load_identifier(None)
+    for texts, lang in zip(
+        ([candidates.src[a] for a in i], [candidates.tgt[b] for b in j]), languages, strict=True
+    ):
+        passed = LangidCheck((lang,), 0.5, None)([(text,) for text in texts])
+        top, _ = identifier.identify([t for t, ok in zip(texts, passed, strict=True) if not ok])
+        named.update(identifier.languages[k] for k in top.tolist())
+        failed = [f or not ok for f, ok in zip(failed, passed, strict=True)]
+    return {
+        "gold": sum(f and g for f, g in zip(failed, gold, strict=True)),
+        "other": sum(f and not g for f, g in zip(failed, gold, strict=True)),
+        "gold_in_output": sum(gold),
+        "other_in_output": len(gold) - sum(gold),
+        "languages_named": dict(named.most_common(6)),
+    }
+
+
 def bucc_entry(pair: str) -> dict:
     """The pair's ``bucc`` entry of config.yaml, with the schema's default distractor count."""
     from psp.config_schema import schema
@@ -62,6 +92,9 @@ def main() -> None:
     parser.add_argument(
         "--max-scores", nargs="*", type=float, default=[1.3, 1.4, 1.5, 1.6, 1.8, 2.0]
     )
+    parser.add_argument(
+        "--max-distractors", type=int, default=None, help="per side (default: the config's)"
+    )
     args = parser.parse_args()
 
     import psp
@@ -70,7 +103,10 @@ def main() -> None:
     from psp.mine.config import MineConfig
 
     for pair in args.pairs:
-        data = BuccData(**wc.bucc_data(bucc_entry(pair), pair))
+        entry = bucc_entry(pair)
+        if args.max_distractors is not None:
+            entry["max_distractors"] = args.max_distractors
+        data = BuccData(**wc.bucc_data(entry, pair))
         t0 = time.perf_counter()
         candidates = task_candidates(psp.load(args.models / pair), args.mirror, data, MineConfig())
         mined_s = time.perf_counter() - t0
@@ -98,6 +134,13 @@ def main() -> None:
                 },
             }
             print(json.dumps(row), flush=True)
+        languages = (data.src_lang, data.tgt_lang)
+        unfiltered, _ = evaluate_filtered(candidates, NONE, languages)
+        rule = {
+            split: data_stage_langid(c, languages, unfiltered[split]["threshold"])
+            for split, c in candidates.items()
+        }
+        print(json.dumps({"pair": pair, "setting": "data_stage_langid", **rule}), flush=True)
 
 
 if __name__ == "__main__":

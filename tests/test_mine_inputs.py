@@ -133,3 +133,32 @@ def test_bad_input_options_stop_before_any_work(
     assert mine(tiny_model, src, tgt, out, *flags) == 2
     assert message in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src.jsonl", "tgt.txt"]
+
+
+def test_the_workflow_side_reads_jsonl_and_parquet_as_text(sides, tmp_path):
+    """``mine_text``'s step (``prepare_mining_side``, through ``text_field``) filters the same
+    sentences out of JSON Lines and Parquet as out of the plain text."""
+    from psp.mine.plan import read_shard_lines
+    from psp.prepare import prepare_mining_side
+
+    lines = sides[0]
+    write_jsonl(tmp_path / "s.jsonl.zst", [{"body": line} for line in lines])
+    pq.write_table(pa.table({"body": lines}), tmp_path / "s.parquet")
+    texts = {}
+    for name in ("s.txt", "s.jsonl.zst", "s.parquet"):
+        if name == "s.txt":
+            as_text(tmp_path / name, lines)
+        out = tmp_path / f"{name}.sharded.txt.gz"
+        plan = prepare_mining_side(
+            [tmp_path / name],
+            lang="en",
+            filters={"langid": False},
+            n_shards=2,
+            out_text=out,
+            out_plan=tmp_path / f"{name}.plan.json",
+            out_stats=tmp_path / f"{name}.stats.json",
+            text_field="body",
+        )
+        texts[name] = [line for shard in range(2) for line in read_shard_lines(out, plan, shard)]
+    assert len(texts["s.txt"]) > 30
+    assert texts["s.jsonl.zst"] == texts["s.parquet"] == texts["s.txt"]

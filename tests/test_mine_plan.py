@@ -125,3 +125,28 @@ def test_bad_plans_are_input_errors_naming_the_file(tmp_path):
     (tmp_path / "junk.json").write_text("{}")
     with pytest.raises(InputError, match=r"junk\.json: not a shard plan"):
         load_plan(tmp_path / "junk.json")
+
+
+def test_a_shard_is_written_as_a_stream(tmp_path):
+    """Memory holds one block of text, not the shard: 30 MB of lines into one shard allocate
+    a few blocks' worth, and the shard reads back whole."""
+    import tracemalloc
+
+    from psp.mine.plan import MEMBER_BLOCK_BYTES
+
+    n = 300_000
+    lines = (f"line {i} of a long shard, with some words to compress {i * 7919}" for i in range(n))
+    tracemalloc.start()
+    plan = write_sharded_text(
+        lines, n, n_shards=1, out_text=tmp_path / "t.txt.gz", out_plan=tmp_path / "t.json"
+    )
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert (tmp_path / "t.txt.gz").stat().st_size > 0 and plan.n_lines == n
+    assert peak < 8 * MEMBER_BLOCK_BYTES < 30_000_000 / 3
+    back = list(read_shard_lines(tmp_path / "t.txt.gz", plan, 0))
+    assert (
+        len(back) == n
+        and back[-1]
+        == f"line {n - 1} of a long shard, with some words to compress {(n - 1) * 7919}"
+    )

@@ -14,7 +14,6 @@ A concatenation of gzip members is itself a valid gzip file, so the text stays r
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
 import json
 import os
@@ -79,10 +78,40 @@ def shard_bounds(n_lines: int, n_shards: int) -> list[tuple[int, int]]:
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
-def _member(lines: list[str]) -> bytes:
-    """One gzip member holding ``lines``; no name or time in the header, so output is reproducible."""
-    data = "".join(f"{line}\n" for line in lines).encode("utf-8")
-    return gzip.compress(data, compresslevel=6, mtime=0) if data else b""
+#: Text compressed at a time while a shard's gzip member is written: memory holds one block,
+#: whatever the shard's size.
+MEMBER_BLOCK_BYTES = 1 << 20
+
+
+def _write_member(out, lines: Iterator[str], count: int, digests) -> int:
+    """Write the next ``count`` of ``lines`` to ``out`` as one gzip member (none for no lines),
+    compressed block by block, updating ``digests`` with its bytes; returns its size. No name or
+    time in the header, so the output is reproducible."""
+    if count == 0:
+        return 0
+    compressor, size = zlib.compressobj(6, zlib.DEFLATED, 31), 0
+
+    def emit(data: bytes) -> None:
+        nonlocal size
+        out.write(data)
+        size += len(data)
+        for digest in digests:
+            digest.update(data)
+
+    block: list[str] = []
+    held = 0
+    for _ in range(count):
+        line = next(lines, None)
+        if line is None:
+            raise ValueError("write_sharded_text: fewer lines than n_lines")
+        block.append(f"{line}\n")
+        held += len(line) + 1
+        if held >= MEMBER_BLOCK_BYTES:
+            emit(compressor.compress("".join(block).encode("utf-8")))
+            block, held = [], 0
+    emit(compressor.compress("".join(block).encode("utf-8")))
+    emit(compressor.flush())
+    return size
 
 
 def write_sharded_text(
@@ -98,27 +127,18 @@ def write_sharded_text(
 
     Both files are written atomically; the plan last, so a plan on disk always describes a
     complete text (``out_plan`` None: the caller saves it once its own files are complete).
-    Lines must not contain newlines. ``blank_lines`` is recorded in the plan.
+    Lines must not contain newlines. ``blank_lines`` is recorded in the plan. The lines are
+    streamed: memory holds :data:`MEMBER_BLOCK_BYTES` of text, not a shard.
     """
     bounds = shard_bounds(n_lines, n_shards)
     shards, digest, position = [], hashlib.sha256(), 0
     iterator = iter(lines)
     with atomic_path(out_text) as tmp, open(tmp, "wb") as out:
         for start, stop in bounds:
-            chunk = [next(iterator) for _ in range(stop - start)]
-            member = _member(chunk)
-            out.write(member)
-            digest.update(member)
-            shards.append(
-                Shard(
-                    start,
-                    stop,
-                    position,
-                    position + len(member),
-                    hashlib.sha256(member).hexdigest(),
-                )
-            )
-            position += len(member)
+            member_digest = hashlib.sha256()
+            size = _write_member(out, iterator, stop - start, (digest, member_digest))
+            shards.append(Shard(start, stop, position, position + size, member_digest.hexdigest()))
+            position += size
     if next(iterator, None) is not None:
         raise ValueError(f"write_sharded_text: more than n_lines={n_lines} lines given")
     plan = ShardPlan(n_lines, digest.hexdigest(), tuple(shards), blank_lines)
