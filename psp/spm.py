@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-import itertools
 import logging
 import os
 import re
@@ -35,6 +34,7 @@ import numpy as np
 import sentencepiece as spm
 
 from psp.io import InputError, atomic_path, iter_batches, iter_lines
+from psp.word_pieces import WordPieces, cache_is_exact, pieces_arrays
 
 __all__ = [
     "REQUIRED_CHARS",
@@ -372,6 +372,7 @@ class PieceEncoder:
         self.boundary_id: int = self._sp.piece_to_id("\u2581")
         self.textless_ids = np.unique(np.array([self.unk_id, self.boundary_id], dtype=np.int32))
         self.sha256: str = hashlib.sha256(self.model_bytes).hexdigest()
+        self._words = WordPieces(self._sp) if cache_is_exact(self.model_bytes) else None
 
     def pieces(self) -> list[str]:
         """Piece strings by id (row ``i`` of an embedding table is piece ``i``)."""
@@ -395,10 +396,9 @@ class PieceEncoder:
         if isinstance(sentences, str):
             raise TypeError("encode() takes a list of sentences, not a single string")
         texts = model_text(sentences, self.lowercase)
-        kwargs = {} if num_threads is None else {"num_threads": num_threads}
         parts = [
             _flatten(
-                self._sp.encode(texts[i : i + _ENCODE_BATCH], out_type=int, **kwargs),
+                *self._pieces(texts[i : i + _ENCODE_BATCH], num_threads),
                 self.unk_id,
                 self.boundary_id,
                 self.max_pieces,
@@ -406,12 +406,24 @@ class PieceEncoder:
             for i in range(0, len(texts), _ENCODE_BATCH)
         ]
         if len(parts) <= 1:
-            return (
-                parts[0] if parts else _flatten([], self.unk_id, self.boundary_id, self.max_pieces)
+            if parts:
+                return parts[0]
+            return _flatten(
+                *self._pieces([], num_threads), self.unk_id, self.boundary_id, self.max_pieces
             )
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         np.cumsum(np.concatenate([np.diff(part[1]) for part in parts]), out=offsets[1:])
         return np.concatenate([part[0] for part in parts]), offsets
+
+    def _pieces(
+        self, texts: Sequence[str], num_threads: int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """SentencePiece's ids of ``texts``, flat, and each text's count: through the word
+        cache (:mod:`psp.word_pieces`) where the model allows it, else sentence by sentence."""
+        if self._words is not None:
+            return self._words.encode(texts, num_threads)
+        kwargs = {} if num_threads is None else {"num_threads": num_threads}
+        return pieces_arrays(self._sp.encode(list(texts), out_type=int, **kwargs))
 
     def unknown_stats(self, sentences: Iterable[str], top: int = 20) -> dict:
         """What :meth:`encode` loses of ``sentences``: the characters it drops as unknown.
@@ -463,21 +475,17 @@ class PieceEncoder:
 
 
 def _flatten(
-    pieces: list[list[int]], unk_id: int, boundary_id: int, max_pieces: int | None
+    flat: np.ndarray, lengths: np.ndarray, unk_id: int, boundary_id: int, max_pieces: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Turn per-sentence id lists into flat ids + offsets, dropping ``unk_id`` and truncating.
+    """Turn SentencePiece's ids (flat, with each sentence's length) into the encoder's flat ids
+    + offsets, dropping ``unk_id`` and truncating.
 
     A sentence whose pieces are all ``unk_id`` or ``boundary_id`` loses them all. The common
-    case (no unknown, nothing empty, nothing too long) is two ``np.fromiter`` calls and a
-    cumsum; the general case places each kept id at ``offsets[sentence] + rank`` with one
-    scatter into an array pre-filled with ``unk_id``, which also gives empty sentences their
-    ``[unk_id]``.
+    case (no unknown, nothing empty, nothing too long) is a cumsum; the general case places
+    each kept id at ``offsets[sentence] + rank`` with one scatter into an array pre-filled with
+    ``unk_id``, which also gives empty sentences their ``[unk_id]``.
     """
-    n = len(pieces)
-    lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=n)
-    flat = np.fromiter(
-        itertools.chain.from_iterable(pieces), dtype=np.int32, count=int(lengths.sum())
-    )
+    n = len(lengths)
     offsets = np.zeros(n + 1, dtype=np.int64)
     keep = flat != unk_id
     if not keep.all():

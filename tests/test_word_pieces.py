@@ -1,0 +1,133 @@
+"""The word cache gives exactly SentencePiece's ids, on every text of the data mirror.
+
+For each X-en pair a joint model is trained as the workflow trains one (its settings, fewer
+pieces), and every line of every mirror file of X and English (bitext, monolingual text,
+paraphrases, STS, STS17, Tatoeba) is encoded through the cache and by SentencePiece sentence by
+sentence; a model with byte fallback does the same on every Tatoeba language. Chinese (no
+spaces), Arabic (its marks deleted first), tabs, no-break spaces and unknown characters are all
+in there.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from psp.spm import PieceEncoder, model_text, spm_settings, train_spm
+from psp.word_pieces import WordPieces, cache_is_exact, pieces_arrays
+
+PAIRS = ("ar", "de", "es", "fr", "ru", "tr", "zh")
+
+
+def text_columns(path: Path) -> list[str]:
+    """The text of a mirror file: each line, or a TSV line's fields that are not numbers."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+        lines = handle.read().split("\n")
+    if ".tsv" not in path.name:
+        return lines
+    fields = (field for line in lines for field in line.split("\t"))
+    return [field for field in fields if not field.replace(".", "", 1).isdigit()]
+
+
+def files_of(root: Path, language: str) -> list[Path]:
+    """Every mirror file holding text of ``language`` and, for a foreign language, the English
+    side of its bitext and Tatoeba (``en``: every English file)."""
+    code = {"ar": "ara", "de": "deu", "es": "spa", "fr": "fra", "ru": "rus", "tr": "tur"}
+    if language == "en":
+        found = sorted(root.glob("bitext/*/*.en.gz")) + sorted(root.glob("tatoeba/*.eng"))
+        found += sorted(root.glob("mono/**/*.txt.gz")) + sorted(root.glob("paraphrase/**/*.tsv.gz"))
+        found += sorted(root.glob("sts/en/*/*.tsv")) + sorted(root.glob("sts/stsb/*.tsv"))
+        return found + [root / "sts/sts17/en-en.tsv"]
+    tatoeba = code.get(language, "cmn")
+    found = sorted(root.glob(f"bitext/{language}-en/*.gz"))
+    found += sorted(root.glob(f"tatoeba/tatoeba.{tatoeba}-eng.*"))
+    found += sorted(root.glob(f"sts/sts17/*{language}*.tsv"))
+    if language == "es":
+        found += sorted(root.glob("mono/comparable-quijote/*.txt.gz"))
+    return [p for p in found if not p.name.endswith(".origin.gz")]
+
+
+def assert_cache_exact(encoder: PieceEncoder, lines: list[str]) -> None:
+    texts = model_text(lines)
+    assert encoder._words is not None, "the model should allow the cache"
+    cached = WordPieces(encoder._sp)
+    for start in range(0, len(texts), 8192):
+        batch = texts[start : start + 8192]
+        plain_flat, plain_lengths = pieces_arrays(encoder._sp.encode(batch, out_type=int))
+        flat, lengths = cached.encode(batch)
+        if not (np.array_equal(flat, plain_flat) and np.array_equal(lengths, plain_lengths)):
+            ends = np.cumsum(plain_lengths)
+            bad = next(
+                i
+                for i, (a, b) in enumerate(zip(np.cumsum(lengths), ends))
+                if a != b
+                or not np.array_equal(
+                    flat[a - lengths[i] : a], plain_flat[b - plain_lengths[i] : b]
+                )
+            )
+            raise AssertionError(f"cache differs from SentencePiece on {batch[bad]!r}")
+
+
+@pytest.mark.parametrize("language", [*PAIRS, "en"])
+def test_word_cache_is_sentencepiece_on_every_mirror_text(language, shared_data, tmp_path):
+    lines = [t for f in files_of(shared_data, language) for t in text_columns(f)]
+    settings = spm_settings({"vocab_size": 4000}, [language, "en"])
+    model = train_spm(lines[::10], tmp_path / "spm.model", **settings)
+    assert_cache_exact(PieceEncoder(model), lines)
+
+
+def test_word_cache_is_sentencepiece_with_byte_fallback_on_every_tatoeba_language(
+    shared_data, tmp_path
+):
+    lines = [t for f in sorted(shared_data.glob("tatoeba/tatoeba.*")) for t in text_columns(f)]
+    model = train_spm(
+        lines[::5],
+        tmp_path / "spm.model",
+        vocab_size=4000,
+        byte_fallback=True,
+        character_coverage=0.9995,
+    )
+    assert_cache_exact(PieceEncoder(model), lines)
+
+
+def test_encoder_gives_the_same_ids_with_and_without_the_cache(shared_data, spm_path):
+    """Unknowns dropped, textless sentences, max_pieces: the encoder's output is the same."""
+    news = [t for t in text_columns(shared_data / "mono/en/wmt-newstest-en.txt.gz")][:5000]
+    news += ["", "   ", "\u2603\u2603", "a\u00a0b\tc", "x" * 300]
+    for max_pieces in (None, 7):
+        cached, plain = (
+            PieceEncoder(spm_path, max_pieces=max_pieces),
+            PieceEncoder(spm_path, max_pieces=max_pieces),
+        )
+        plain._words = None
+        for a, b in zip(cached.encode(news), plain.encode(news)):
+            assert np.array_equal(a, b)
+
+
+def test_a_model_that_does_not_cut_at_spaces_is_encoded_whole(tmp_path, news):
+    model = train_spm(news, tmp_path / "spm.model", vocab_size=500)
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model.read_bytes())
+    assert cache_is_exact(model.read_bytes())
+    proto.trainer_spec.split_by_whitespace = False
+    assert not cache_is_exact(proto.SerializeToString())
+    assert PieceEncoder(proto.SerializeToString())._words is None
+
+
+def test_the_cache_keeps_at_most_its_capacity_and_stays_exact(spm_path, news):
+    encoder = PieceEncoder(spm_path)
+    small = WordPieces(encoder._sp, capacity=500)
+    texts = model_text(news)
+    for start in range(0, len(texts), 1000):
+        batch = texts[start : start + 1000]
+        flat, lengths = small.encode(batch)
+        plain = pieces_arrays(encoder._sp.encode(batch, out_type=int))
+        assert np.array_equal(flat, plain[0]) and np.array_equal(lengths, plain[1])
+        assert small.words == 500  # the first batch has more new words than that
+        assert len(small.ids) == int(small.lengths.sum()) and len(small.tied) == 500
