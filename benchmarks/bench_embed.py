@@ -1,29 +1,28 @@
-"""Raw text → embeddings: ``PSPModel.embed`` in process, and ``psp embed`` / ``psp score`` as
-whole processes.
+"""Raw text → embeddings, piece by piece and as a whole, against the static peers.
 
-In process, the baseline, run on the same model, embeds the way the original
-``embed_sentences.py`` does: batches of 32, per-sentence lowercasing and ``EncodeAsPieces``, a
-Python dict lookup per piece (unknown pieces dropped, an empty sentence → the unknown row), padding
-to the longest sentence, a padded ``nn.Embedding`` lookup and a length-masked mean. Both produce the
-same vectors (checked below); the ratio is what batching and one sparse product per block buy.
+One run, on one model (a trained model directory with ``--model``, else a random table over a
+SentencePiece model trained on the mirror's English bitext) and newstest-en repeated to
+``--repeat`` copies (120k lines by default):
 
-Single-thread rates are reported as wall-clock and as process CPU time, timed by
-:func:`psp.evaluate.timing.timed` like every speed figure of the project (the evaluation harness,
-Table 5): on a machine shared with other jobs the CPU-time rate is the better estimate of what
-one dedicated core does.
+- **in process, 1 thread and all threads**: tokenisation (``PieceEncoder.encode`` with its word
+  cache, cold and warm, and SentencePiece sentence by sentence), pooling alone
+  (:func:`psp.pooling.mean_pool` into a reused buffer, against the scipy sparse product it
+  replaced, run here: :func:`former_pool`, the same bits);
+- **each encoder in a fresh process** (``psp.evaluate.worker``, Table 5's measurement: the thread
+  count pinned, a second pass timed and the first kept, the memory the encoder costs beside its
+  process's peak): our model into a fresh array (``psp:`` loads the torch-free
+  :class:`psp.pooling.TableModel`, the vectors of ``PSPModel.embed``), and the same model
+  exported with ``psp export`` and loaded by sentence-transformers (``StaticEmbedding``) and
+  model2vec: the same vocabulary, table and lines;
+- **``psp embed`` as a whole process** (start-up, reading, writing the ``.npy``), ``--threads 1``,
+  at each ``--lines`` size, float32 and ``--float16``: its rate against the in-process one, and
+  its peak RSS (flat in the number of lines);
+- **the original recipe** (batches of 32, ``EncodeAsPieces``, a dict lookup per piece, padded
+  ``nn.Embedding``, a length-masked mean) on ``--baseline-sentences``: the same vectors, and the
+  ratio.
 
-As whole processes (start-up, model load, reading, writing the ``.npy`` included), on the same
-model saved to disk and newstest-en repeated to each size, with ``--threads 1``: ``psp embed``
-and ``psp score`` against the previous commands, re-enacted here (``--previous``): the same
-streaming, but the model loaded with torch (``psp.load``, importing torch: about 2 s of CPU)
-and pooled by ``F.embedding_bag``, the input read a line at a time. The two versions alternate,
-``--process-repeats`` times each, and the best wall and CPU times are kept (the machine may be
-shared). Wall time, CPU time (user + system) and peak RSS per process come from ``os.wait4`` in
-a small launcher; the ratio of the whole-process rate to the in-process rate above says what the
-process costs. Peak RSS should not grow with the number of lines.
-
-    python benchmarks/bench_embed.py [--spm results/spm/en.model] [--dim 1024] [--repeat 3]
-        [--lines 120000 1200000] [--process-repeats 3]
+    python benchmarks/bench_embed.py [--model results/models/en] [--repeat 3]
+        [--lines 120000 1200000] [--threads 2]
 """
 
 from __future__ import annotations
@@ -31,26 +30,27 @@ from __future__ import annotations
 import argparse
 import gzip
 import itertools
+import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
-import torch
 
 from psp.evaluate.timing import timed
-from psp.io import atomic_open, iter_lines
-from psp.model import PSPModel
-from psp.spm import train_spm
+from psp.evaluate.worker import run_worker
+from psp.export import export_model
+from psp.io import atomic_open
+from psp.model_dir import read_model_dir
+from psp.pooling import mean_pool
+from psp.spm import PieceEncoder, train_spm
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PSP_SHARED_DATA", REPO.parent / "shared" / "data"))
 NEWS = DATA / "mono" / "en" / "wmt-newstest-en.txt.gz"
 CLI = [sys.executable, "-c", "import sys; from psp.cli import main; sys.exit(main())"]
-PREVIOUS = [sys.executable, __file__, "--previous"]
 # Runs argv[2:] and writes "exit-status wall-seconds cpu-seconds peak-rss-KiB" to argv[1]. A
 # child forked from this (large) process would report this process's peak RSS as its own: Linux
 # keeps the high-water mark across exec. Forked from this small launcher, it reports its own.
@@ -72,182 +72,121 @@ def read_gz(path: Path) -> list[str]:
         return handle.read().splitlines()
 
 
-def english_training_text(limit: int) -> list[str]:
-    """English sides of the mirror's bitexts: the SentencePiece training text."""
-    lines: list[str] = []
-    for path in sorted(DATA.glob("bitext/*-en/*.en.gz")):
-        lines.extend(read_gz(path))
-    return lines[:limit]
+def random_model(tmp: Path, dim: int, vocab_size: int) -> Path:
+    """A model directory: SentencePiece on the mirror's English bitext, a random table."""
+    from psp.model import PSPModel
+
+    text = [line for path in sorted(DATA.glob("bitext/*-en/*.en.gz")) for line in read_gz(path)]
+    spm = train_spm(text[:100_000], tmp / "en.model", vocab_size=vocab_size, num_threads=2)
+    return PSPModel.from_spm(spm, dim, seed=0).save(tmp / "model")
 
 
-def original_embed(model: PSPModel, sentences: list[str], batch_size: int = 32) -> np.ndarray:
+def former_pool(table, ids, offsets, out) -> np.ndarray:
+    """The pooling before the compiled loop: a sparse matrix of ones times the table, then a
+    division by the piece counts (the same bits)."""
+    from scipy.sparse import csr_matrix
+
+    n = len(offsets) - 1
+    counts = csr_matrix((np.ones(len(ids), np.float32), ids, offsets), shape=(n, len(table)))
+    out[:n] = counts @ table
+    np.divide(out[:n], np.maximum(np.diff(offsets), 1).astype(np.float32)[:, None], out=out[:n])
+    return out
+
+
+def original_embed(model_dir: Path, sentences: list[str], batch_size: int = 32) -> np.ndarray:
     """The original recipe, batch by batch (see the module docstring)."""
-    sp = model.encoder._sp
+    import torch
+
+    config, encoder, table = read_model_dir(model_dir)
+    sp = encoder._sp
     vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
-    unk = model.config.unk_id
+    unk = config.unk_id
     del vocab[sp.id_to_piece(unk)]
-    embedding = model.embedding
+    embedding = torch.nn.Embedding.from_pretrained(torch.from_numpy(table))
     out = []
     with torch.no_grad():
         for start in range(0, len(sentences), batch_size):
-            rows = []
-            for sentence in sentences[start : start + batch_size]:
-                pieces = sp.EncodeAsPieces(sentence.lower())
-                ids = [vocab[p] for p in pieces if p in vocab] or [unk]
-                rows.append(ids)
+            rows = [
+                [vocab[p] for p in sp.EncodeAsPieces(s.lower()) if p in vocab] or [unk]
+                for s in sentences[start : start + batch_size]
+            ]
             width = max(map(len, rows))
-            padded = np.zeros((len(rows), width), dtype=np.int64)
-            lengths = np.array([len(r) for r in rows], dtype=np.int64)
+            padded = torch.zeros(len(rows), width, dtype=torch.int64)
             for i, ids in enumerate(rows):
-                padded[i, : len(ids)] = ids
-            idx, lens = torch.from_numpy(padded), torch.from_numpy(lengths)
-            vectors = embedding(idx)
-            mask = torch.arange(width)[None, :] < lens[:, None]
-            vectors = (vectors * mask[:, :, None]).sum(1) / lens[:, None]
-            out.append(vectors.numpy())
+                padded[i, : len(ids)] = torch.tensor(ids)
+            lengths = torch.tensor([len(r) for r in rows])
+            mask = torch.arange(width)[None, :] < lengths[:, None]
+            out.append(((embedding(padded) * mask[:, :, None]).sum(1) / lengths[:, None]).numpy())
     return np.vstack(out)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spm", type=Path, help="existing SentencePiece model (else train one)")
-    parser.add_argument("--vocab-size", type=int, default=16000)
-    parser.add_argument("--dim", type=int, default=1024)
-    parser.add_argument("--repeat", type=int, default=3, help="copies of newstest-en to embed")
-    parser.add_argument("--baseline-sentences", type=int, default=10000)
-    parser.add_argument("--batch-size", type=int, default=8192)
-    parser.add_argument(
-        "--lines", type=int, nargs="*", default=[120_000, 1_200_000], help="whole-process sizes"
-    )
-    parser.add_argument("--process-repeats", type=int, default=3, help="runs of each process")
-    parser.add_argument(
-        "--previous",
-        nargs=4,
-        metavar=("COMMAND", "MODEL", "INPUT", "OUTPUT"),
-        help="run the previous embed or score command (the whole-process baseline) and exit",
-    )
-    args = parser.parse_args()
-    if args.previous:
-        command, model_dir, input_path, output = args.previous
-        previous_command(
-            command, model_dir, input_path=input_path, output=output, batch_size=args.batch_size
-        )
-        return
-
-    with tempfile.TemporaryDirectory() as tmp:
-        spm_path = args.spm
-        if spm_path is None:
-            spm_path = Path(tmp) / "en.model"
-            text = english_training_text(100_000)
-            _, wall, _ = timed(
-                lambda: train_spm(
-                    text, spm_path, vocab_size=args.vocab_size, num_threads=os.cpu_count()
-                )
-            )
-            print(f"trained SentencePiece on {len(text)} English bitext lines in {wall:.0f}s")
-        model = PSPModel.from_spm(spm_path, args.dim, seed=0)
-        news = read_gz(NEWS)
-        library_rate = run(model, news * args.repeat, args)
-        model_dir = model.save(Path(tmp) / "model")
-        del model
-        whole_process(
-            model_dir,
-            news,
-            sizes=args.lines,
-            library_rate=library_rate,
-            tmp=Path(tmp),
-            repeats=args.process_repeats,
-        )
+def line(name: str, count: int, wall: float, cpu: float | None = None) -> float:
+    cpu_part = "" if cpu is None else f", {count / cpu:9,.0f} per CPU-second"
+    print(f"  {name:<46} {count / wall:9,.0f} sent/s wall{cpu_part}", flush=True)
+    return count / wall
 
 
-def run(model: PSPModel, sentences: list[str], args: argparse.Namespace) -> float:
-    """In-process figures; returns the 1-thread rate into a reused buffer (the library rate)."""
+def in_process(model_dir: Path, sentences: list[str], threads: int) -> None:
+    """Tokenisation and pooling alone, 1 thread and ``threads``."""
+    _, encoder, table = read_model_dir(model_dir)
     n = len(sentences)
-    ids, offsets = model.encoder.encode(sentences[:20000])
-    print(
-        f"model: dim {model.dim}, vocab {model.config.vocab_size}; {n} sentences "
-        f"({args.repeat} x newstest-en), {np.diff(offsets).mean():.1f} pieces/sentence"
-    )
-
-    def line(name: str, count: int, wall: float, cpu: float | None = None) -> None:
-        cpu_part = "" if cpu is None else f", {count / cpu:9,.0f} sent/s of process CPU time"
-        print(f"{name:<34} {count / wall:9,.0f} sent/s wall{cpu_part}")
-
-    model.embed(sentences[:2000], num_threads=1)  # warm up
-    ours, wall1, cpu1 = timed(lambda: model.embed(sentences, args.batch_size, num_threads=1))
-    line("psp embed, 1 thread", n, wall1, cpu1)
-    _, wall, cpu = timed(lambda: model.embed(sentences, args.batch_size, num_threads=1, out=ours))
-    line("  same, into a reused out= buffer", n, wall, cpu)
-    library_rate = n / wall
-    _, wall, cpu = timed(lambda: model.encoder.encode(sentences, num_threads=1))
-    line("  of which PieceEncoder.encode", n, wall, cpu)
-    threads = os.cpu_count() or 1
-    _, wall_all, _ = timed(lambda: model.embed(sentences, args.batch_size, num_threads=threads))
-    line(f"psp embed, {threads} threads", n, wall_all)
-
-    torch.set_num_threads(1)
-    subset = sentences[: args.baseline_sentences]
-    base, base_wall, base_cpu = timed(lambda: original_embed(model, subset))
-    line(f"original recipe, 1 thread ({len(subset)})", len(subset), base_wall, base_cpu)
-    diff = float(np.abs(base - ours[: len(subset)]).max())
-    print(f"max |original - psp| over the baseline sentences: {diff:.2e}")
-    rate1, rate_all, base_rate = n / wall1, n / wall_all, len(subset) / base_wall
-    print(
-        f"ratios: psp/original 1 thread {rate1 / base_rate:.1f}x wall, "
-        f"{(n / cpu1) / (len(subset) / base_cpu):.1f}x CPU; "
-        f"{threads} threads vs 1 thread {rate_all / rate1:.2f}x; "
-        f"{threads} threads vs original {rate_all / base_rate:.1f}x"
-    )
-    return library_rate
+    for t in sorted({1, threads}):
+        print(f"in process, {t} thread(s), {n:,} sentences:")
+        cold = PieceEncoder(encoder.model_bytes)
+        _, wall, cpu = timed(lambda: cold.encode(sentences, num_threads=t))
+        line("tokenisation, word cache cold", n, wall, cpu)
+        (ids, offsets), wall, cpu = timed(lambda: cold.encode(sentences, num_threads=t))
+        line("tokenisation, word cache warm", n, wall, cpu)
+        plain = PieceEncoder(encoder.model_bytes)
+        plain._words = None
+        _, wall, cpu = timed(lambda: plain.encode(sentences, num_threads=t))
+        line("tokenisation, SentencePiece per sentence", n, wall, cpu)
+        out = np.zeros((n, table.shape[1]), dtype=np.float32)
+        textless = encoder.textless_ids
+        mean_pool(table, ids, offsets, out=out, textless_ids=textless, threads=t)  # compiled
+        _, wall, cpu = timed(
+            lambda: mean_pool(table, ids, offsets, out=out, textless_ids=textless, threads=t)
+        )
+        line("pooling, compiled loop (reused buffer)", n, wall, cpu)
+        if t == 1:
+            former = np.zeros_like(out)
+            _, wall, cpu = timed(lambda: former_pool(table, ids, offsets, former))
+            line("pooling, former sparse product", n, wall, cpu)
+            textful = ~np.all(former == 0, axis=1)
+            same = np.array_equal(out[textful], former[textful])
+            print(f"  compiled loop and sparse product give the same bits: {same}")
 
 
-def previous_command(
-    command: str, model_dir: str, *, input_path: str, output: str, batch_size: int
-):
-    """``psp embed`` / ``psp score`` before they dropped torch, with ``--threads 1``: the model
-    loaded by ``psp.load`` and pooled by torch's ``embedding_bag`` (the library pools with
-    :func:`psp.pooling.mean_pool` now), the input read a line at a time."""
-    import torch
-
-    from psp.cli.embed import embed_lines
-    from psp.cli.score import score_lines
-    from psp.io import iter_batches
-    from psp.model import load
-    from psp.pooling import zero_textless
-
-    torch.set_num_threads(1)
-    model = load(model_dir)
-
-    class TorchPooling:
-        """The torch model behind the interface the commands call."""
-
-        dim, encoder = model.dim, model.encoder
-
-        @staticmethod
-        def pool(ids, offsets, out, threads):
-            with torch.inference_mode():
-                out[:] = torch.nn.functional.embedding_bag(
-                    torch.from_numpy(ids).long(),
-                    model.embedding.weight,
-                    torch.from_numpy(offsets).long(),
-                    mode="mean",
-                    include_last_offset=True,
-                ).numpy()
-            zero_textless(model.encoder.textless_ids, ids, offsets, out)
-            return out
-
-    batches = (
-        (batch[0][0], [text for _, text in batch])
-        for batch in iter_batches(iter_lines(input_path), batch_size)
-    )
-    with mock.patch("psp.cli.score.iter_input_batches", lambda *_: batches):
-        if command == "score":
-            with atomic_open(output, "wt") as out:
-                score_lines(TorchPooling, input_path, out, batch_size=batch_size, threads=1)
-        else:
-            embed_lines(
-                TorchPooling, batches, output, batch_size=batch_size, threads=1, float16=False
+def encoders(model_dir: Path, tmp: Path, sentences_path: Path, threads: int) -> dict:
+    """Each encoder in a fresh process (Table 5's worker), 1 thread and ``threads``."""
+    st = export_model(model_dir, tmp / "st", library="sentence-transformers")
+    m2v = export_model(model_dir, tmp / "m2v", library="model2vec")
+    specs = {
+        "PSPModel.embed": f"psp:{model_dir}",
+        "sentence-transformers StaticEmbedding": f"st:{st}",
+        "model2vec StaticModel": f"m2v:{m2v}",
+    }
+    rates = {}
+    for t in sorted({1, threads}):
+        print(f"each encoder in a fresh process, {t} thread(s), same vocabulary and lines:")
+        for name, spec in specs.items():
+            found = run_worker(spec, t, sentences_path)
+            if found is None:
+                continue
+            rates[name, t] = found["sentences"] / found["seconds"]
+            print(
+                f"  {name:<38} {rates[name, t]:9,.0f} sent/s wall (first pass "
+                f"{found['sentences'] / found['first_pass_s']:,.0f}), "
+                f"{found['sentences'] / found['cpu_s']:9,.0f} per CPU-second; the encoder "
+                f"{found['encoder_mib']:,.0f} MiB (loaded {found['loaded_rss_mib'] - found['start_rss_mib']:,.0f}), "
+                f"peak RSS {found['peak_rss_mib']:,.0f} MiB",
+                flush=True,
             )
+        ours = rates["PSPModel.embed", t]
+        for name in specs:
+            if name != "PSPModel.embed" and (name, t) in rates:
+                print(f"  PSPModel.embed / {name}: {ours / rates[name, t]:.1f}x")
+    return rates
 
 
 def run_process(cmd: list[str], tmp: Path) -> tuple[float, float, float]:
@@ -264,84 +203,60 @@ def run_process(cmd: list[str], tmp: Path) -> tuple[float, float, float]:
     return float(wall), float(cpu), int(rss_kib) / 1024
 
 
-def write_inputs(news: list[str], n: int, tmp: Path) -> tuple[Path, Path]:
-    """``n`` news lines (cycled) for ``embed``, and the same lines paired up for ``score``."""
-    text = tmp / f"news{n}.txt"
-    text.write_text("\n".join(itertools.islice(itertools.cycle(news), n)) + "\n")
-    pairs = tmp / f"pairs{n // 2}.tsv"
-    sentences = iter(text.read_text().splitlines())
-    pairs.write_text("".join(f"{a}\t{b}\n" for a, b in zip(sentences, sentences)))
-    return text, pairs
-
-
-def best_of(
-    runs: list[tuple[str, str, int, list[str]]], *, repeats: int, tmp: Path
-) -> dict[tuple[str, str], list[float]]:
-    """Each run's best wall, CPU and peak RSS over ``repeats`` rounds; the runs alternate within
-    a round, so a load that comes and goes hits them alike."""
-    best: dict[tuple[str, str], list[float]] = {}
-    for _ in range(repeats):
-        for command, version, _count, cmd in runs:
-            figures = run_process(cmd, tmp)
-            kept = best.setdefault((command, version), list(figures))
-            kept[:] = [min(a, b) for a, b in zip(kept, figures, strict=True)]
-    return best
-
-
-def whole_process(
-    model_dir: Path,
-    news: list[str],
-    *,
-    sizes: list[int],
-    library_rate: float,
-    tmp: Path,
-    repeats: int,
-) -> None:
-    print(
-        f"whole processes, --threads 1, best of {repeats} alternating runs "
-        f"(load average {os.getloadavg()[0]:.2f}):"
-    )
+def whole_process(model_dir: Path, news: list[str], sizes: list[int], rate: float, tmp: Path):
+    """``psp embed --threads 1`` at each size, against the in-process rate ``rate``."""
+    print("psp embed as a whole process, --threads 1:")
     for n in sizes:
-        text, pairs = write_inputs(news, n, tmp)
-        npy, tsv = tmp / "out.npy", tmp / "out.tsv"
-        new = ["--model", str(model_dir), "--threads", "1"]
-        embed_io = ["--input", str(text), "--output", str(npy)]
-        score_io = ["--input", str(pairs), "--output", str(tsv)]
-        runs = [
-            ("embed", "previous", n, [*PREVIOUS, "embed", str(model_dir), str(text), str(npy)]),
-            ("embed", "new", n, [*CLI, "embed", *new, *embed_io]),
-            ("embed --float16", "new", n, [*CLI, "embed", *new, "--float16", *embed_io]),
-            (
-                "score",
-                "previous",
-                n // 2,
-                [*PREVIOUS, "score", str(model_dir), str(pairs), str(tsv)],
-            ),
-            ("score", "new", n // 2, [*CLI, "score", *new, *score_io]),
-        ]
-        best = best_of(runs, repeats=repeats, tmp=tmp)
-        rates = {}
-        for command, version, count, _cmd in runs:
-            wall, cpu, rss = best[command, version]
-            rates[command, version] = count / wall, count / cpu
-            unit = "pairs" if command == "score" else "sentences"
+        text = tmp / f"news{n}.txt"
+        text.write_text("\n".join(itertools.islice(itertools.cycle(news), n)) + "\n")
+        for extra in ([], ["--float16"]):
+            cmd = [*CLI, "embed", "--model", str(model_dir), "--threads", "1", *extra]
+            cmd += ["--input", str(text), "--output", str(tmp / "out.npy")]
+            wall, cpu, rss = run_process(cmd, tmp)
             print(
-                f"  {n:>9,} lines  {command:15s} {version:8s}: {count / wall:7,.0f} {unit}/s wall "
-                f"({wall:5.1f} s), {count / cpu:7,.0f} per CPU-second ({cpu:5.1f} s), "
-                f"peak RSS {rss:5,.0f} MiB"
+                f"  {n:>9,} lines {' '.join(extra) or 'float32':9}: {n / wall:9,.0f} sent/s "
+                f"wall ({wall:.1f} s), {n / cpu:9,.0f} per CPU-second, peak RSS {rss:,.0f} MiB; "
+                f"{n / wall / rate:.2f}x the in-process rate",
+                flush=True,
             )
-        for command in ("embed", "score"):
-            new_wall, new_cpu = rates[command, "new"]
-            old_wall, old_cpu = rates[command, "previous"]
-            print(
-                f"  {n:>9,} lines  {command}: new / previous {new_wall / old_wall:.2f}x wall, "
-                f"{new_cpu / old_cpu:.2f}x per CPU-second"
-            )
+        text.unlink()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, help="a model directory (else a random table)")
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--repeat", type=int, default=3, help="copies of newstest-en to embed")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--baseline-sentences", type=int, default=10000)
+    parser.add_argument("--lines", type=int, nargs="*", default=[120_000, 1_200_000])
+    parser.add_argument("--json", type=Path, help="also write the encoders' rates here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench_embed.") as tmp:
+        tmp = Path(tmp)
+        model_dir = args.model or random_model(tmp, args.dim, args.vocab_size)
+        news = read_gz(NEWS)
+        sentences = news * args.repeat
+        sentences_path = tmp / "sentences.txt"
+        sentences_path.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+        in_process(model_dir, sentences, args.threads)
+        rates = encoders(model_dir, tmp, sentences_path, args.threads)
+        whole_process(model_dir, news, args.lines, rates["PSPModel.embed", 1], tmp)
+        subset = sentences[: args.baseline_sentences]
+        base, wall, cpu = timed(lambda: original_embed(model_dir, subset))
+        print("the original recipe, 1 thread:")
+        base_rate = line(f"{len(subset):,} sentences", len(subset), wall, cpu)
+        from psp.model import load
+
+        ours = load(model_dir).embed(subset, num_threads=1)
         print(
-            f"  {n:>9,} lines  embed: whole process {rates['embed', 'new'][0]:,.0f} sentences/s "
-            f"wall against {library_rate:,.0f} in process (1 thread): "
-            f"{rates['embed', 'new'][0] / library_rate:.2f}x"
+            f"  max |original - psp|: {float(np.abs(base - ours).max()):.2e}; "
+            f"PSPModel.embed / original {rates['PSPModel.embed', 1] / base_rate:.1f}x"
         )
+        if args.json:
+            with atomic_open(args.json) as fh:
+                json.dump({f"{k[0]} {k[1]}": v for k, v in rates.items()}, fh, indent=1)
 
 
 if __name__ == "__main__":

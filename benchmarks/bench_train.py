@@ -22,7 +22,7 @@ Spearman x 100 and Tatoeba spa error % (mean of both directions). Last, the opti
 alone for a real minibatch's rows: the lazy kernel against dense Adam.
 
     python benchmarks/bench_train.py [--data ../shared/data] [--epochs 2] [--workers 1 2]
-        [--vocab 8000 50000] [--no-baseline]
+        [--vocab 8000 50000] [--no-baseline] [--device cuda --workers 1]
 """
 
 from __future__ import annotations
@@ -83,7 +83,12 @@ def prepare(pairs: list[tuple[str, str]], vocab: int, out: Path) -> tuple[Path, 
     if not tsv.exists():
         with atomic_open(tsv) as fh:
             fh.writelines(f"{a}\t{b}\n" for a, b in pairs)
-    spm = train_spm([s for p in pairs for s in p], out / "spm.model", vocab_size=vocab)
+    spm = train_spm(
+        [s for p in pairs for s in p],
+        out / "spm.model",
+        vocab_size=vocab,
+        num_threads=os.cpu_count() or 1,
+    )
     write_pairs(tsv, spm, out / "pairs.h5", seed=0)
     return out / "pairs.h5", spm
 
@@ -134,6 +139,7 @@ def bench_run(
         anneal=1,
         threads=workers,
         workers=workers,
+        device=args.device,
         log_every=100,
         checkpoint_every=10**9,
         select_best=False,
@@ -200,6 +206,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--vocab", type=int, nargs="+", default=[8000, 50000])
     parser.add_argument("--no-baseline", dest="baseline", action="store_false")
+    parser.add_argument("--device", default="cpu", help="cuda: one worker on the GPU")
     parser.add_argument("--limit", type=int, help="train on the first N pairs only (tests)")
     parser.add_argument("--json", type=Path, help="also write every row here, one per line")
     return parser.parse_args()
@@ -213,7 +220,8 @@ def main() -> None:
     )
     pairs = read_pairs(args.data)[: args.limit]
     rows = []
-    print(f"data: {len(pairs):,} pairs; torch {torch.__version__}, {os.cpu_count()} CPUs")
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"{os.cpu_count()} CPUs"
+    print(f"data: {len(pairs):,} pairs; torch {torch.__version__}, {where}")
     with tempfile.TemporaryDirectory(prefix="bench_train.") as tmp:
         for vocab in args.vocab:
             h5, spm = prepare(pairs, vocab, Path(tmp) / f"v{vocab}")

@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 import psp
 from psp.model_dir import (
@@ -36,7 +35,7 @@ from psp.model_dir import (
     read_model_dir,
     write_model_dir,
 )
-from psp.pooling import mean_pool, normalize_rows, row_cosines
+from psp.pooling import embed_sentences, mean_pool, row_cosines
 from psp.spm import PieceEncoder
 
 __all__ = [
@@ -162,39 +161,22 @@ class PSPModel(nn.Module):
                 ``np.memmap``) instead of a new one; it is also returned. Fresh memory costs a
                 page fault per page on first write, a sizeable share of the time at 1024 dims.
         """
-        single = isinstance(sentences, str)
-        if single:
-            sentences = [sentences]
-        n = len(sentences)
-        if out is None:
-            # torch's allocator, not numpy's: numpy asks for transparent huge pages on large
-            # arrays, and their first touch measured 2.5 s against 0.3 s for 465 MB here.
-            out = torch.empty((n, self.dim), dtype=torch.float32).numpy()
-        elif out.shape != (n, self.dim) or out.dtype.kind != "f":
-            raise ValueError(
-                f"out must be a float array of shape {(n, self.dim)}, got {out.shape} {out.dtype}"
-            )
         threads = num_threads or torch.get_num_threads()
         previous = torch.get_num_threads()
-        # tqdm's disable=None means "only on a terminal"; a single batch never gets a bar.
-        disable = (None if n > batch_size else True) if show_progress is None else not show_progress
         try:
             torch.set_num_threads(threads)
-            with torch.inference_mode(), tqdm(total=n, unit="sent", disable=disable) as bar:
-                for start in range(0, n, batch_size):
-                    stop = min(start + batch_size, n)
-                    self._embed_batch(sentences[start:stop], out[start:stop], threads)
-                    bar.update(stop - start)
+            with torch.inference_mode():
+                return embed_sentences(
+                    self,
+                    sentences,
+                    batch_size=batch_size,
+                    threads=threads,
+                    show_progress=show_progress,
+                    normalize=normalize,
+                    out=out,
+                )
         finally:
             torch.set_num_threads(previous)
-        if normalize:
-            normalize_rows(out, out=out)
-        return out[0] if single else out
-
-    def _embed_batch(self, sentences: Sequence[str], out: np.ndarray, threads: int) -> None:
-        """Encode ``sentences`` in one call, then pool them into ``out``."""
-        ids, offsets = self.encoder.encode(sentences, num_threads=threads)
-        self.pool(ids, offsets, out, threads)
 
     def pool(
         self, ids: np.ndarray, offsets: np.ndarray, out: np.ndarray, threads: int = 1

@@ -19,6 +19,7 @@ zeros.
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,8 @@ from psp.spm import PieceEncoder
 
 __all__ = [
     "TableModel",
+    "embed_sentences",
+    "fresh_rows",
     "load_table_model",
     "mean_pool",
     "normalize_rows",
@@ -113,6 +116,61 @@ def mean_pool(
     return out
 
 
+def default_threads() -> int:
+    """The CPUs this process may run on (its affinity mask, where the OS has one), capped by
+    ``OMP_NUM_THREADS`` when that is set (a job pinned to fewer threads)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    pinned = os.environ.get("OMP_NUM_THREADS", "")
+    return max(1, min(cpus or 1, int(pinned) if pinned.isdigit() else cpus or 1))
+
+
+def fresh_rows(n: int, dim: int) -> np.ndarray:
+    """A new ``(n, dim)`` float32 array in plain 4 KiB pages (an anonymous mapping): numpy
+    asks for transparent huge pages on a large array, whose first touch took 1.0 s against
+    0.15 s for 465 MB here."""
+    if n * dim == 0:
+        return np.zeros((n, dim), dtype=np.float32)
+    return np.frombuffer(mmap.mmap(-1, 4 * n * dim), dtype=np.float32).reshape(n, dim)
+
+
+def embed_sentences(
+    model,
+    sentences: Sequence[str] | str,
+    *,
+    batch_size: int,
+    threads: int,
+    show_progress: bool | None,
+    normalize: bool,
+    out: np.ndarray | None,
+) -> np.ndarray:
+    """The embedding loop of :meth:`psp.model.PSPModel.embed` and :meth:`TableModel.embed`:
+    batches encoded by ``model.encoder`` and pooled by ``model.pool`` into ``out`` (a new
+    array by default), rows optionally made unit length; ``(dim,)`` for a lone string."""
+    from tqdm.auto import tqdm
+
+    single = isinstance(sentences, str)
+    if single:
+        sentences = [sentences]
+    n = len(sentences)
+    if out is None:
+        out = fresh_rows(n, model.dim)
+    elif out.shape != (n, model.dim) or out.dtype not in (np.float32, np.float64):
+        raise ValueError(
+            f"out must be a float array of shape {(n, model.dim)}, got {out.shape} {out.dtype}"
+        )
+    # tqdm's disable=None means "only on a terminal"; a single batch never gets a bar.
+    disable = (None if n > batch_size else True) if show_progress is None else not show_progress
+    with tqdm(total=n, unit="sent", disable=disable) as bar:
+        for start in range(0, n, batch_size):
+            stop = min(start + batch_size, n)
+            ids, offsets = model.encoder.encode(sentences[start:stop], num_threads=threads)
+            model.pool(ids, offsets, out[start:stop], threads)
+            bar.update(stop - start)
+    if normalize:
+        normalize_rows(out, out=out)
+    return out[0] if single else out
+
+
 class TableModel:
     """A model for inference only: tokenizer, float32 table and :func:`mean_pool`, no torch."""
 
@@ -131,6 +189,28 @@ class TableModel:
         """:func:`mean_pool` of encoded sentences (:meth:`PieceEncoder.encode`'s layout)."""
         textless = self.encoder.textless_ids
         return mean_pool(self.table, ids, offsets, out=out, textless_ids=textless, threads=threads)
+
+    def embed(
+        self,
+        sentences: Sequence[str] | str,
+        batch_size: int = 8192,
+        *,
+        show_progress: bool | None = None,
+        num_threads: int | None = None,
+        normalize: bool = False,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """:meth:`psp.model.PSPModel.embed`, the same bits, without torch (``num_threads``
+        ``None``: the CPUs this process may run on)."""
+        return embed_sentences(
+            self,
+            sentences,
+            batch_size=batch_size,
+            threads=num_threads or default_threads(),
+            show_progress=show_progress,
+            normalize=normalize,
+            out=out,
+        )
 
 
 def load_table_model(path: str | os.PathLike) -> TableModel:

@@ -90,15 +90,27 @@ def _other_whitespace(buf, i):
 
 
 @numba.njit(**_JIT)
+def _count_words(buf, text_starts):
+    """Words (runs of bytes other than the space) in ``buf``'s texts."""
+    words = 0
+    for k in range(text_starts.shape[0] - 1):
+        previous = 32
+        for i in range(text_starts[k], text_starts[k + 1]):
+            words += previous == 32 and buf[i] != 32
+            previous = buf[i]
+    return words
+
+
+@numba.njit(**_JIT)
 def _scan(buf, text_starts):
     """Cut each text of ``buf`` (UTF-8, text ``k`` at ``text_starts[k]:text_starts[k + 1]``)
     at spaces: each word's byte span and FNV-1a hash, each text's word count, and whether a
     text holds another whitespace character."""
     n_texts = text_starts.shape[0] - 1
-    cap = buf.shape[0] // 2 + n_texts + 1
-    begins = np.empty(cap, dtype=np.int64)
-    ends = np.empty(cap, dtype=np.int64)
-    hashes = np.empty(cap, dtype=np.uint64)
+    n_words = _count_words(buf, text_starts)
+    begins = np.empty(n_words, dtype=np.int64)
+    ends = np.empty(n_words, dtype=np.int64)
+    hashes = np.empty(n_words, dtype=np.uint64)
     counts = np.zeros(n_texts, dtype=np.int64)
     other = np.zeros(n_texts, dtype=np.bool_)
     w = 0
@@ -119,7 +131,7 @@ def _scan(buf, text_starts):
             ends[w], hashes[w] = i, h
             counts[k] += 1
             w += 1
-    return begins[:w], ends[:w], hashes[:w], counts, other
+    return begins, ends, hashes, counts, other
 
 
 @numba.njit(**_JIT)

@@ -274,12 +274,14 @@ def test_mining_sections_and_speed_hook(run, tmp_path):
 
     speed = tmp_path / "speed.csv"
     speed.write_text(
-        "encoder,kind,threads,sentences_per_s,load_s,peak_rss_mib,sts_avg\n"
-        "es-en,psp,1,51234.5,0.12,210.4,61.23\n"
+        "encoder,kind,threads,sentences_per_s,first_pass_per_s,load_s,peak_rss_mib,encoder_mib,"
+        "sts_avg\n"
+        "es-en,psp,1,51234.5,40000.0,0.12,210.4,96.2,61.23\n"
     )
     text, _ = report(run, speed=speed, speed_plot=tmp_path / "speed_quality.png")
     table = md_table(text, "## Table 5").set_index("encoder")
     assert table.loc["es-en", "sentences/s"] == "51,234" and table.loc["es-en", "STS avg"] == "61.2"
+    assert table.loc["es-en", "encoder MiB"] == "96"
     assert "![speed against quality](../speed_quality.png)" in text
     speed.write_text("encoder,threads\nx,1\n")
     with pytest.raises(InputError, match=rf"{speed}: missing column\(s\) kind"):

@@ -112,7 +112,8 @@ def test_worker_is_pinned_to_its_threads(en_model, sentences, tmp_path):
     path = tmp_path / "sentences.txt"
     path.write_text("".join(f"{s}\n" for s in sentences[:200]), encoding="utf-8")
     found = run_worker(f"psp:{en_model}", 1, path)
-    assert found["torch_threads"] == 1 and found["sentences"] == 200
+    assert found["threads"] == 1 and found["sentences"] == 200
+    assert found["torch_threads"] is None  # our encoder embeds without torch
 
 
 @pytest.mark.skipif(
@@ -148,8 +149,20 @@ def test_sentence_transformers_peers(sentences, tmp_path):
 def test_plot_from_csv_rows_with_an_unscored_encoder(tmp_path):
     """The plot redraws from the CSV's strings; an encoder without STS goes on its own strip."""
     rows = [
-        dict(zip(COLUMNS, ("en", "psp", 1, 10, 5000.0, 0.1, 0.2, 300.0, 50.0), strict=True)),
-        dict(zip(COLUMNS, ("m2v-x", "peer", 2, 10, 900.0, 0.1, 0.2, 120.0, ""), strict=True)),
+        dict(
+            zip(
+                COLUMNS,
+                ("en", "psp", 1, 10, 5000.0, 4000.0, 0.1, 0.2, 300.0, 80.0, 50.0),
+                strict=True,
+            )
+        ),
+        dict(
+            zip(
+                COLUMNS,
+                ("m2v-x", "peer", 2, 10, 900.0, 800.0, 0.1, 0.2, 120.0, 40.0, ""),
+                strict=True,
+            )
+        ),
     ]
     write_csv(tmp_path / "speed.csv", rows)
     plot_speed_quality(read_csv(tmp_path / "speed.csv"), tmp_path / "plot.png")

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from psp.cli.options import add_model_stream_arguments
-from psp.cli.streaming import default_threads, iter_input_batches, overlapped
+from psp.cli.streaming import iter_input_batches, overlapped
 from psp.io import atomic_path
 
 NAME = "embed"
@@ -92,7 +92,7 @@ def embed_lines(
 
 
 def run(args: argparse.Namespace) -> int:
-    from psp.pooling import load_table_model
+    from psp.pooling import default_threads, load_table_model
 
     model = load_table_model(args.model)
     threads = args.threads or default_threads()

@@ -17,7 +17,7 @@ import contextlib
 import sys
 
 from psp.cli.options import add_model_stream_arguments
-from psp.cli.streaming import STDIN, default_threads, iter_input_batches, overlapped
+from psp.cli.streaming import STDIN, iter_input_batches, overlapped
 from psp.io import InputError, atomic_open
 
 NAME = "score"
@@ -65,7 +65,7 @@ def score_lines(model, path: str, out, *, batch_size: int, threads: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from psp.pooling import load_table_model
+    from psp.pooling import default_threads, load_table_model
 
     model = load_table_model(args.model)
     threads = args.threads or default_threads()

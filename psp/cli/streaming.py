@@ -34,13 +34,6 @@ T = TypeVar("T")
 _END = object()
 
 
-def default_threads() -> int:
-    """The CPUs this process may run on (its affinity mask, where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def iter_input_batches(path: str, size: int) -> Iterator[tuple[int, list[str]]]:
     """``(first_line_number, lines)``: the lines of a UTF-8 file (plain, ``.gz`` or ``.zst``), or of stdin
     when ``path`` is ``-``, ``size`` at a time (the last batch may be shorter).

@@ -38,7 +38,7 @@ STATIC_HINT = "pip install 'psp-mine[peers]'  (or: pip install model2vec tokenle
 #: The library each kind's loader imports: a benchmark imports it before timing a load, so the
 #: load time is the model's, not the library's import.
 BACKENDS = {
-    "psp": "psp.model",
+    "psp": "psp.pooling",
     "original": "psp.convert",
     "st": "sentence_transformers",
     "st-static": "sentence_transformers",
@@ -196,6 +196,10 @@ def load_original(ckpt: str, spm: str, device: str = "cpu") -> Embedder:
         return load(tmp, device=device)
 
 
+def torch_device_is_cpu(device) -> bool:
+    return str(device).split(":")[0] == "cpu"
+
+
 def load_embedder(spec: str, device: str = "cpu", native_batch: bool = False) -> Embedder:
     """The embedder a spec names (see the module docstring for the forms).
 
@@ -213,6 +217,10 @@ def load_embedder(spec: str, device: str = "cpu", native_batch: bool = False) ->
             "(psp:DIR, original:CKPT:SPM, st:NAME, st-static:NAME, m2v:NAME)"
         )
     if kind == "psp":
+        if torch_device_is_cpu(device):
+            from psp.pooling import load_table_model
+
+            return load_table_model(target)  # the same vectors as psp.load, without torch
         from psp import load
 
         return load(target, device=device)

@@ -2,8 +2,9 @@
 
 English news (120,000 sentences by default, repeated when the files hold fewer), sorted by
 length, each encoder in its library's default batch size, on 1 thread and on all the threads it
-is given, each setting in a fresh pinned process (:mod:`psp.evaluate.worker`), with its load
-time and peak RSS beside its STS average. A peer whose package is not installed is skipped with
+is given, each setting in a fresh pinned process (:mod:`psp.evaluate.worker`: the rate of a
+second pass, and of the first), with its load time, peak RSS and the memory the encoder itself
+costs beside its STS average. A peer whose package is not installed is skipped with
 a logged note. Run by the workflow's ``speed`` rule and by ``psp speed``; the plot is
 :func:`psp.report.figures.plot_speed_quality`.
 """
@@ -29,9 +30,11 @@ COLUMNS = (
     "threads",
     "sentences",
     "sentences_per_s",
+    "first_pass_per_s",
     "cpu_s",
     "load_s",
     "peak_rss_mib",
+    "encoder_mib",
     "sts_avg",
 )
 #: The English news of the data mirror: newstest, monolingual and the bitexts' English sides.
@@ -111,9 +114,11 @@ def measure_speed(
                     "threads": n_threads,
                     "sentences": found["sentences"],
                     "sentences_per_s": round(found["sentences"] / found["seconds"], 1),
+                    "first_pass_per_s": round(found["sentences"] / found["first_pass_s"], 1),
                     "cpu_s": round(found["cpu_s"], 3),
                     "load_s": round(found["load_s"], 3),
                     "peak_rss_mib": round(found["peak_rss_mib"], 1),
+                    "encoder_mib": round(found["encoder_mib"], 1),
                     "sts_avg": "" if quality is None else round(quality, 2),
                 }
                 # Logged as measured: on a long run, what is done is known before the CSV.

@@ -99,6 +99,12 @@ def thread_count() -> int:
     return torch.get_num_threads()
 
 
+def rss_mib() -> float:
+    """This process's resident set now, in MiB (``/proc/self/statm``)."""
+    resident = int(Path("/proc/self/statm").read_text().split()[1])
+    return resident * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def peak_rss_mib() -> float:
     """This process's peak resident set in MiB, from Linux's ``VmHWM``.
 

@@ -2,7 +2,11 @@
 
 Each encoder x thread setting runs in its own interpreter (:data:`WORKER`), so its peak RSS is
 its own and not the high-water mark of whatever loaded before it, and its load time is a cold
-load from disk (the encoder's library is imported first: the time is the model's). The thread
+load from disk (the encoder's library is imported first: the time is the model's). The
+sentences are embedded twice and the second pass timed: what an encoder does in a long job,
+its caches warm (ours of words, the tokenizers' of theirs); the first pass's rate is kept too.
+The memory an encoder costs is its process's peak less what it held before importing the
+encoder's library and less one output matrix (the caller's, not the encoder's). The thread
 count is pinned before anything is imported there, through :data:`THREAD_VARIABLES`, and again
 after loading with ``torch.set_num_threads`` and threadpoolctl, since a library may create its
 pool before reading the variables. The encoder is named by a spec (:mod:`psp.evaluate.peers`),
@@ -24,7 +28,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from psp.evaluate.timing import peak_rss_mib, time_embed, timed
+from psp.evaluate.timing import peak_rss_mib, rss_mib, time_embed, timed
 from psp.io import read_lines, temp_dir
 
 logger = logging.getLogger(__name__)
@@ -53,35 +57,46 @@ def worker(spec: str, threads: int, sentences_path: Path) -> dict:
     """One measurement, in this (fresh) process: load ``spec``, embed the sentences file.
 
     The caller has set :data:`THREAD_VARIABLES`; torch is pinned only when the encoder loaded
-    it (a model2vec peer is not charged for importing it). Peak RSS includes the output
-    matrix, as it does for a user of the encoder.
+    it (a model2vec peer is not charged for importing it).
     """
     from threadpoolctl import threadpool_limits
 
     from psp.evaluate.peers import BACKENDS, load_embedder
 
+    sentences = read_lines(sentences_path)
+    start_mib = rss_mib()
     kind = spec.partition(":")[0]
     if kind in BACKENDS:
         try:
             importlib.import_module(BACKENDS[kind])
         except ImportError:
             pass  # load_embedder below says which package is missing
-    sentences = read_lines(sentences_path)
     embedder, load_s, _ = timed(lambda: load_embedder(spec, native_batch=True))
+    loaded_mib = rss_mib()
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(threads)
     threadpool_limits(threads)
-    vectors, timing = time_embed(embedder, sentences, warmup=WARMUP)
+    vectors, first = time_embed(embedder, sentences, warmup=WARMUP)
+    del vectors
+    vectors, timing = time_embed(embedder, sentences)
     if vectors.shape[0] != len(sentences):
         raise RuntimeError(f"{spec}: {vectors.shape[0]} vectors for {len(sentences)} sentences")
+    peak_mib = peak_rss_mib()
+    from psp.pooling import default_threads  # after the measurement: numba is ours to count
+
     return {
         "sentences": timing.sentences,
         "seconds": timing.wall_s,
         "cpu_s": timing.cpu_s,
+        "first_pass_s": first.wall_s,
         "load_s": load_s,
-        "peak_rss_mib": peak_rss_mib(),
+        "peak_rss_mib": peak_mib,
+        "start_rss_mib": start_mib,
+        "loaded_rss_mib": loaded_mib,
+        "encoder_mib": peak_mib - start_mib - vectors.nbytes / 2**20,
         "torch_threads": None if torch is None else torch.get_num_threads(),
+        "threads": default_threads(),
     }
 
 

@@ -23,8 +23,10 @@ SPEED_COLUMNS = (
     "kind",
     "threads",
     "sentences_per_s",
+    "first_pass_per_s",
     "load_s",
     "peak_rss_mib",
+    "encoder_mib",
     "sts_avg",
 )
 
@@ -156,7 +158,8 @@ def bucc_table(bucc: Sequence[Path]) -> list[Table]:
 
 def speed_table(speed: Path | None, plot: Path | None = None) -> list[Table]:
     """Table 5: encoding speed and memory of every encoder, with its STS average beside; the
-    speed-quality plot is the table's figure."""
+    speed-quality plot is the table's figure. The encoder's MiB are its process's peak less the
+    interpreter's start and one output matrix (:mod:`psp.evaluate.worker`)."""
     if speed is None:
         return []
     try:
@@ -172,7 +175,9 @@ def speed_table(speed: Path | None, plot: Path | None = None) -> list[Table]:
             "kind": frame["kind"],
             "threads": frame["threads"].map(str),
             "sentences/s": frame["sentences_per_s"].map("{:,.0f}".format),
+            "first pass sentences/s": frame["first_pass_per_s"].map("{:,.0f}".format),
             "load s": frame["load_s"].map("{:.2f}".format),
+            "encoder MiB": frame["encoder_mib"].map("{:,.0f}".format),
             "peak RSS MiB": frame["peak_rss_mib"].map("{:,.0f}".format),
             "STS avg": frame["sts_avg"].map(fmt),
         }
