@@ -15,11 +15,12 @@ and offsets. Unlike a padded encoder it never pads, so it does not sort by lengt
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ from psp.model_dir import (
     read_model_dir,
     write_model_dir,
 )
-from psp.pooling import embed_sentences, mean_pool, row_cosines
+from psp.pooling import SentenceEmbedder, mean_pool, row_cosines
 from psp.spm import PieceEncoder
 
 __all__ = [
@@ -135,46 +136,20 @@ class PSPModel(nn.Module):
         weight = torch.randn(config.vocab_size, dim, generator=generator)
         return cls(config, encoder, weight=weight)
 
-    def embed(
-        self,
-        sentences: Sequence[str] | str,
-        batch_size: int = 8192,
-        *,
-        show_progress: bool | None = None,
-        num_threads: int | None = None,
-        normalize: bool = False,
-        out: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """Embed sentences; float32 ``(n, dim)`` in input order, or ``(dim,)`` for a lone string.
+    embed = SentenceEmbedder.embed
 
-        Args:
-            sentences: raw text (lowercasing and tokenisation happen here).
-            batch_size: sentences per SentencePiece call; large batches keep the per-call
-                overhead negligible (pooling runs in blocks of at most 16 MiB of output).
-            show_progress: tqdm bar; ``None`` shows it only on a terminal and for more than one
-                batch.
-            num_threads: CPU threads for SentencePiece and torch during this call; ``None`` keeps
-                torch's current setting (``torch.get_num_threads()``) and uses as many for
-                SentencePiece.
-            normalize: scale each row to unit L2 norm (cosine becomes a dot product).
-            out: write the rows into this ``(n, dim)`` float array (a reused buffer or an
-                ``np.memmap``) instead of a new one; it is also returned. Fresh memory costs a
-                page fault per page on first write, a sizeable share of the time at 1024 dims.
-        """
-        threads = num_threads or torch.get_num_threads()
+    def default_threads(self) -> int:
+        """Threads of an ``embed`` call without ``num_threads``: torch's current setting."""
+        return torch.get_num_threads()
+
+    @contextlib.contextmanager
+    def embed_context(self, threads: int) -> Iterator[None]:
+        """torch at ``threads`` threads and in inference mode for an ``embed`` call."""
         previous = torch.get_num_threads()
         try:
             torch.set_num_threads(threads)
             with torch.inference_mode():
-                return embed_sentences(
-                    self,
-                    sentences,
-                    batch_size=batch_size,
-                    threads=threads,
-                    show_progress=show_progress,
-                    normalize=normalize,
-                    out=out,
-                )
+                yield
         finally:
             torch.set_num_threads(previous)
 

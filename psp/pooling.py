@@ -19,6 +19,7 @@ zeros.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from psp.spm import PieceEncoder
 
 __all__ = [
     "TableModel",
-    "embed_sentences",
+    "SentenceEmbedder",
     "fresh_rows",
     "load_table_model",
     "mean_pool",
@@ -133,45 +134,70 @@ def fresh_rows(n: int, dim: int) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, 4 * n * dim), dtype=np.float32).reshape(n, dim)
 
 
-def embed_sentences(
-    model,
-    sentences: Sequence[str] | str,
-    *,
-    batch_size: int,
-    threads: int,
-    show_progress: bool | None,
-    normalize: bool,
-    out: np.ndarray | None,
-) -> np.ndarray:
-    """The embedding loop of :meth:`psp.model.PSPModel.embed` and :meth:`TableModel.embed`:
-    batches encoded by ``model.encoder`` and pooled by ``model.pool`` into ``out`` (a new
-    array by default), rows optionally made unit length; ``(dim,)`` for a lone string."""
-    from tqdm.auto import tqdm
+class SentenceEmbedder:
+    """``embed``, for a model with ``dim``, ``encoder`` and ``pool``: :class:`TableModel` and
+    :class:`psp.model.PSPModel` embed through this one loop, so they give the same bits."""
 
-    single = isinstance(sentences, str)
-    if single:
-        sentences = [sentences]
-    n = len(sentences)
-    if out is None:
-        out = fresh_rows(n, model.dim)
-    elif out.shape != (n, model.dim) or out.dtype not in (np.float32, np.float64):
-        raise ValueError(
-            f"out must be a float array of shape {(n, model.dim)}, got {out.shape} {out.dtype}"
-        )
-    # tqdm's disable=None means "only on a terminal"; a single batch never gets a bar.
-    disable = (None if n > batch_size else True) if show_progress is None else not show_progress
-    with tqdm(total=n, unit="sent", disable=disable) as bar:
-        for start in range(0, n, batch_size):
-            stop = min(start + batch_size, n)
-            ids, offsets = model.encoder.encode(sentences[start:stop], num_threads=threads)
-            model.pool(ids, offsets, out[start:stop], threads)
-            bar.update(stop - start)
-    if normalize:
-        normalize_rows(out, out=out)
-    return out[0] if single else out
+    def default_threads(self) -> int:
+        """Threads of an ``embed`` call without ``num_threads``."""
+        return default_threads()
+
+    def embed_context(self, threads: int):
+        """The context an ``embed`` call runs in (torch's threads, for a torch model)."""
+        return contextlib.nullcontext()
+
+    def embed(
+        self,
+        sentences: Sequence[str] | str,
+        batch_size: int = 8192,
+        *,
+        show_progress: bool | None = None,
+        num_threads: int | None = None,
+        normalize: bool = False,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Embed sentences; float32 ``(n, dim)`` in input order, or ``(dim,)`` for a lone string.
+
+        Args:
+            sentences: raw text (lowercasing and tokenisation happen here).
+            batch_size: sentences per tokeniser call; large batches keep the per-call overhead
+                negligible.
+            show_progress: tqdm bar; ``None`` shows it only on a terminal and for more than one
+                batch.
+            num_threads: CPU threads for tokenising and pooling; ``None``:
+                :meth:`default_threads` (the CPUs this process may use; for a torch model,
+                torch's setting).
+            normalize: scale each row to unit L2 norm (cosine becomes a dot product).
+            out: write the rows into this ``(n, dim)`` float array (a reused buffer or an
+                ``np.memmap``) instead of a new one (:func:`fresh_rows`); it is also returned.
+        """
+        from tqdm.auto import tqdm
+
+        threads = num_threads or self.default_threads()
+        single = isinstance(sentences, str)
+        if single:
+            sentences = [sentences]
+        n = len(sentences)
+        if out is None:
+            out = fresh_rows(n, self.dim)
+        elif out.shape != (n, self.dim) or out.dtype not in (np.float32, np.float64):
+            raise ValueError(
+                f"out must be a float array of shape {(n, self.dim)}, got {out.shape} {out.dtype}"
+            )
+        # tqdm's disable=None means "only on a terminal"; a single batch never gets a bar.
+        disable = (None if n > batch_size else True) if show_progress is None else not show_progress
+        with self.embed_context(threads), tqdm(total=n, unit="sent", disable=disable) as bar:
+            for start in range(0, n, batch_size):
+                stop = min(start + batch_size, n)
+                ids, offsets = self.encoder.encode(sentences[start:stop], num_threads=threads)
+                self.pool(ids, offsets, out[start:stop], threads)
+                bar.update(stop - start)
+        if normalize:
+            normalize_rows(out, out=out)
+        return out[0] if single else out
 
 
-class TableModel:
+class TableModel(SentenceEmbedder):
     """A model for inference only: tokenizer, float32 table and :func:`mean_pool`, no torch."""
 
     def __init__(self, config: ModelConfig, encoder: PieceEncoder, table: np.ndarray):
@@ -189,28 +215,6 @@ class TableModel:
         """:func:`mean_pool` of encoded sentences (:meth:`PieceEncoder.encode`'s layout)."""
         textless = self.encoder.textless_ids
         return mean_pool(self.table, ids, offsets, out=out, textless_ids=textless, threads=threads)
-
-    def embed(
-        self,
-        sentences: Sequence[str] | str,
-        batch_size: int = 8192,
-        *,
-        show_progress: bool | None = None,
-        num_threads: int | None = None,
-        normalize: bool = False,
-        out: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """:meth:`psp.model.PSPModel.embed`, the same bits, without torch (``num_threads``
-        ``None``: the CPUs this process may run on)."""
-        return embed_sentences(
-            self,
-            sentences,
-            batch_size=batch_size,
-            threads=num_threads or default_threads(),
-            show_progress=show_progress,
-            normalize=normalize,
-            out=out,
-        )
 
 
 def load_table_model(path: str | os.PathLike) -> TableModel:
