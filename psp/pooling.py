@@ -186,12 +186,27 @@ class SentenceEmbedder:
             )
         # tqdm's disable=None means "only on a terminal"; a single batch never gets a bar.
         disable = (None if n > batch_size else True) if show_progress is None else not show_progress
+        # With several threads, one tokenises the next batch while the others pool this one.
+        pooler = ThreadPoolExecutor(1, thread_name_prefix="embed") if threads > 1 else None
+        pending = None
         with self.embed_context(threads), tqdm(total=n, unit="sent", disable=disable) as bar:
-            for start in range(0, n, batch_size):
-                stop = min(start + batch_size, n)
-                ids, offsets = self.encoder.encode(sentences[start:stop], num_threads=threads)
-                self.pool(ids, offsets, out[start:stop], threads)
-                bar.update(stop - start)
+            try:
+                for start in range(0, n, batch_size):
+                    stop = min(start + batch_size, n)
+                    ids, offsets = self.encoder.encode(sentences[start:stop], num_threads=threads)
+                    if pooler is None:
+                        self.pool(ids, offsets, out[start:stop], threads)
+                    else:
+                        if pending is not None:
+                            pending.result()
+                        pool_args = (ids, offsets, out[start:stop], threads - 1)
+                        pending = pooler.submit(self.pool, *pool_args)
+                    bar.update(stop - start)
+                if pending is not None:
+                    pending.result()
+            finally:
+                if pooler is not None:
+                    pooler.shutdown()
         if normalize:
             normalize_rows(out, out=out)
         return out[0] if single else out
