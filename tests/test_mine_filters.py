@@ -103,8 +103,8 @@ def test_scores_above_the_maximum_are_removed():
 
 
 def test_language_check_finds_untranslated_copies_not_close_relatives():
-    """A side in the pair's other language goes; a Russian sentence that langid.py calls
-    Bulgarian stays (it does so for 1.5 % of the ru-en gold, with probability above 0.99)."""
+    """A side in the pair's other language goes; a Russian gold sentence that langid.py calls
+    Bulgarian (a close relative, which the data stage's rule would remove) stays."""
     pairs = [
         (1.4, "The volcano has been active since 1994.", "The volcano has been active since 1994!"),
         (1.3, "El volcán está activo desde 1994.", "El volcán está activo desde 1994."),

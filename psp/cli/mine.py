@@ -63,7 +63,7 @@ def register(subparsers) -> None:
         "--id-field",
         default=None,
         help="the field or column of JSON Lines or Parquet input holding a document id, for "
-        "--provenance (a plain text side has none; default: none)",
+        "--provenance (a plain text side has none)",
     )
     parser.add_argument(
         "--src-lang", help="source language code, checked against the model's languages"

@@ -18,9 +18,9 @@ order of :data:`REASONS`; a pair is counted once, under the first filter that re
 7. ``src_language``, ``tgt_language``: langid.py (the data stage's model, all its languages:
    :func:`~psp.filters.language.load_identifier`) finds the side in the pair's other language,
    an untranslated copy. Not the data stage's rule (the side's own language with probability
-   0.5): on the mining tasks' gold pairs langid.py names a close relative, confidently, for
-   short headlines and names (Bulgarian or Macedonian for Russian, Galician or Catalan for
-   Spanish), so that rule removed 1 to 3 % of the gold pairs (docs/mining.md).
+   0.5): on the mining tasks' gold pairs langid.py names a close relative for short headlines
+   and names (Bulgarian or Macedonian for Russian, Galician or Catalan for Spanish), so that
+   rule removed 1 to 3 % of the gold pairs (docs/mining.md, Pair filters).
 
 The per-pair checks come first, so a duplicate is compared only with pairs that passed them and
 the best-scoring copy that did is the one kept; language identification, the slow check, comes
