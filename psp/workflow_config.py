@@ -167,9 +167,27 @@ def eval_files(root: Path, sets: dict) -> list[Path]:
 
 
 def bucc_refs(entry: dict) -> list[str]:
-    """Every ref a ``bucc`` entry's task reads: dev and test gold corpora, then the distractors."""
-    distractors = entry.get("distractors", {})
-    return [entry["dev"], entry["test"], *distractors.get("src", []), *distractors.get("tgt", [])]
+    """Every ref a ``bucc`` entry's task reads: dev and test gold corpora, the distractors, and
+    the aligned other side of a distractor that is one side of a bitext corpus (the task leaves
+    out a line that translates a gold sentence: ``psp.mine.bucc``)."""
+    distractors = [*entry.get("distractors", {}).get("src", [])]
+    distractors += entry.get("distractors", {}).get("tgt", [])
+    return [
+        entry["dev"],
+        entry["test"],
+        *distractors,
+        *filter(None, map(aligned_side, distractors)),
+    ]
+
+
+def aligned_side(ref: str) -> str | None:
+    """The other side of a one-side bitext ref (``bitext/ru-en/x.ru`` → ``bitext/ru-en/x.en``),
+    else ``None``."""
+    match = re.fullmatch(r"bitext/([a-z]{2,3})-([a-z]{2,3})/(.+)\.([a-z]{2,3})", ref)
+    if match is None or match[4] not in match.group(1, 2):
+        return None
+    other = match[2] if match[4] == match[1] else match[1]
+    return f"bitext/{match[1]}-{match[2]}/{match[3]}.{other}"
 
 
 def bucc_data(entry: dict, pair: str) -> dict:

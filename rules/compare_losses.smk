@@ -46,6 +46,7 @@ use rule evaluate_bucc as evaluate_bucc_compare_losses with:
     output:
         metrics="results/compare_losses/bucc/{bucc}/bucc.json",
         curve="results/compare_losses/bucc/{bucc}/pr_curve.png",
+        scores="results/compare_losses/bucc/{bucc}/score_distributions.png",
     log:
         "results/logs/evaluate_bucc_compare_losses/{bucc}.log",
     benchmark:

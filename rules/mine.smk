@@ -160,7 +160,13 @@ rule evaluate_bucc:
             "results/bucc/{bucc}/pr_curve.png",
             caption="../report/bucc.rst",
             category="Mining",
-            labels={"pair": "{bucc}"},
+            labels={"pair": "{bucc}", "figure": "precision-recall"},
+        ),
+        scores=report(
+            "results/bucc/{bucc}/score_distributions.png",
+            caption="../report/bucc_scores.rst",
+            category="Mining",
+            labels={"pair": "{bucc}", "figure": "score distributions"},
         ),
     log:
         "results/logs/evaluate_bucc/{bucc}.log",

@@ -240,3 +240,47 @@ def test_bucc2018_threshold_from_sample_f1_on_training(shared_data, tmp_path):
     assert results["dev"]["threshold"] == results["test"]["threshold"]
     # surface trigrams find the pairs sharing names and numbers, far above chance (~0)
     assert results["test"]["f1"] > 0.2
+
+
+def test_a_distractor_that_translates_a_gold_sentence_is_left_out(shared_data):
+    """ru-en's newstest corpus holds the WMT19 Russian references of the newstest2019 English
+    that NTREX-128 translated: in the source pool they would be correct translations counted as
+    errors. The task leaves out every such line, and nothing else."""
+    from psp.mine.bucc import BuccData, load_tasks
+
+    data = BuccData(
+        dev_gold="bitext/ru-en/tico19-test",
+        test_gold="bitext/ru-en/ntrex128",
+        src_lang="ru",
+        tgt_lang="en",
+        src_distractors=("bitext/ru-en/wmt-newstest.ru.gz",),
+        tgt_distractors=("mono/en/wmt-newstest-en.txt.gz",),
+        n_distractors=10**6,
+    )
+    tasks = load_tasks(shared_data, data)
+    russian = read_lines(shared_data / "bitext/ru-en/wmt-newstest.ru.gz")
+    english = read_lines(shared_data / "bitext/ru-en/wmt-newstest.en.gz")
+    gold_en = {t.strip() for t in read_lines(shared_data / "bitext/ru-en/ntrex128.en.gz")}
+    gold_en |= {t.strip() for t in read_lines(shared_data / "bitext/ru-en/tico19-test.en.gz")}
+    translating = {ru.strip() for ru, en in zip(russian, english) if en.strip() in gold_en}
+    assert len(translating) > 1500  # the whole of newstest2019's references, and then some
+    pool = {s.strip() for split in tasks.values() for s in split[0]}
+    gold_ru = {
+        s.strip()
+        for split in ("tico19-test", "ntrex128")
+        for s in read_lines(shared_data / f"bitext/ru-en/{split}.ru.gz")
+    }
+    assert not (translating - gold_ru) & pool  # a reference equal to the gold one is the gold
+    assert {ru.strip() for ru in russian} - translating - gold_ru - {""} <= pool
+
+
+def test_bucc_refs_name_the_aligned_side_of_a_bitext_distractor():
+    from psp.workflow_config import aligned_side, bucc_refs
+
+    entry = {
+        "dev": "d",
+        "test": "t",
+        "distractors": {"src": ["bitext/ar-en/un-v1.0-dev-test.ar"], "tgt": ["mono/en/x"]},
+    }
+    assert bucc_refs(entry)[-1] == "bitext/ar-en/un-v1.0-dev-test.en"
+    assert aligned_side("mono/en/x") is None and aligned_side("bitext/ar-en/x.fr") is None

@@ -191,6 +191,34 @@ def plot_pr_curves(
     return Path(out_png)
 
 
+def plot_score_distributions(
+    candidates: dict[str, Candidates], threshold: float, out_png: str | os.PathLike
+) -> Path:
+    """The margin scores of gold and of other candidates, dev and test side by side, with the
+    dev threshold: whether the threshold sits where the two tasks separate their gold alike."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(candidates), figsize=(5 * len(candidates), 3.6), dpi=110)
+    every = np.concatenate([c.scores for c in candidates.values()])
+    bins = np.linspace(np.percentile(every, 1), every.max(), 60) if len(every) else 10
+    for ax, (split, c) in zip(np.atleast_1d(axes), candidates.items(), strict=True):
+        is_gold = np.array([(a, b) in c.gold for a, b in zip(c.i.tolist(), c.j.tolist())], bool)
+        ax.hist(c.scores[~is_gold], bins=bins, alpha=0.6, label="other candidates", log=True)
+        ax.hist(c.scores[is_gold], bins=bins, alpha=0.6, label="gold pairs", log=True)
+        ax.axvline(threshold, color="black", lw=1, ls="--", label=f"dev threshold {threshold:.3f}")
+        ax.set_title(f"{split}: {int(is_gold.sum())} of {len(c.gold)} gold pairs retrieved")
+        ax.set_xlabel("margin score")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return Path(out_png)
+
+
 @dataclass
 class BuccData:
     """Where the BUCC-style task's sentences come from, relative to the data mirror root."""
@@ -251,15 +279,6 @@ def load_tasks(
             for split, ref in (("dev", data.dev_gold), ("test", data.test_gold))
         }
     rng = np.random.default_rng(data.seed)
-    pools = {}
-    for side, files in (("src", data.src_distractors), ("tgt", data.tgt_distractors)):
-        lines = [line for f in files for line in read_lines(root / f)]
-        perm = rng.permutation(len(lines))
-        half = len(lines) // 2
-        pools[side] = {
-            "dev": [lines[i] for i in perm[:half][: data.n_distractors]],
-            "test": [lines[i] for i in perm[half:][: data.n_distractors]],
-        }
     golds = {
         split: (
             read_lines(root / f"{gold_id}.{data.src_lang}.gz"),
@@ -267,6 +286,20 @@ def load_tasks(
         )
         for split, gold_id in (("dev", data.dev_gold), ("test", data.test_gold))
     }
+    gold_sides = {
+        side: {line.strip() for pair in golds.values() for line in pair[k]}
+        for k, side in enumerate(("src", "tgt"))
+    }
+    pools = {}
+    for side, files in (("src", data.src_distractors), ("tgt", data.tgt_distractors)):
+        other = "tgt" if side == "src" else "src"
+        lines = [line for f in files for line in _distractors(root, f, data, gold_sides[other])]
+        perm = rng.permutation(len(lines))
+        half = len(lines) // 2
+        pools[side] = {
+            "dev": [lines[i] for i in perm[:half][: data.n_distractors]],
+            "test": [lines[i] for i in perm[half:][: data.n_distractors]],
+        }
     if data.dev_gold == data.test_gold:
         golds = _split_gold(*golds["dev"], rng)
     return {
@@ -279,6 +312,30 @@ def load_tasks(
         )
         for split, (gold_src, gold_tgt) in golds.items()
     }
+
+
+def _distractors(root: Path, ref: str, data: BuccData, gold_other: set[str]) -> list[str]:
+    """The lines of a distractor file, less those that translate a gold sentence.
+
+    A side of a bitext corpus (``bitext/{pair}/{corpus}.{lang}.gz``) may hold another
+    translation of a gold sentence: the WMT19 references of the newstest2019 English that
+    NTREX-128 translated are in the ru-, zh- and de-en newstest corpora. Mined, such a line is
+    a correct translation that the task would count as an error (and the gold pair it hides, a
+    miss), so a line that is aligned, anywhere in the corpus, with a gold sentence of the other
+    side is left out, every copy of it.
+    """
+    lines = read_lines(root / ref)
+    corpus, _, lang = ref.removesuffix(".gz").rpartition(".")
+    languages = (data.src_lang, data.tgt_lang)
+    if not ref.startswith("bitext/") or lang not in languages:
+        return lines
+    other_lang = languages[1 - languages.index(lang)]
+    aligned = root / f"{corpus}.{other_lang}.gz"
+    if not aligned.exists():
+        return lines
+    pairs = list(zip(lines, read_lines(aligned), strict=True))
+    translating = {line.strip() for line, other in pairs if other.strip() in gold_other}
+    return [line for line in lines if line.strip() not in translating]
 
 
 def dev_gold_pairs(data_root: str | os.PathLike, data: BuccData) -> tuple[list[str], list[str]]:
@@ -308,6 +365,10 @@ def _split_gold(
     return {
         split: ([src[i] for i in rows], [tgt[i] for i in rows]) for split, rows in halves.items()
     }
+
+
+#: The figure :func:`run_bucc` writes beside ``bucc.json``: dev and test score distributions.
+SCORES_PNG = "score_distributions.png"
 
 
 @dataclass(frozen=True)
@@ -342,7 +403,9 @@ def evaluate_filtered(
     candidates: dict[str, Candidates], filters: PairFilterConfig, languages: tuple[str, str]
 ) -> tuple[dict[str, dict], dict[str, Curve]]:
     """Each split's precision, recall and F1 at the dev optimum of the candidates that pass
-    ``filters`` (what mining writes), its curve, and beside it the same evaluation without
+    ``filters`` (what mining writes), its curve and its own optimum (``own_optimum``: the
+    threshold and F1 a split would have had tuned on itself; for the test split, what the dev
+    threshold gives up), and beside it the same evaluation without
     the filters (``without_filters``: its own dev optimum) and what each filter removed of
     the gold and of the other pairs that the unfiltered output holds (``removed``:
     ``{reason: {"gold": n, "other": n}}``).
@@ -366,6 +429,8 @@ def evaluate_filtered(
             }
             if name == "filtered":
                 curves[split] = curve
+                own_threshold, own_f1 = best_threshold(curve)
+                evaluated[name]["own_optimum"] = {"threshold": own_threshold, "f1": own_f1}
         output = c.scores >= thresholds["without_filters"]  # what mining without filters keeps
         results[split] = {
             **evaluated["filtered"],
@@ -385,7 +450,8 @@ def run_bucc(
     cfg: MineConfig | None = None,
     data: BuccData | None = None,
 ) -> dict:
-    """Tune the threshold on dev, report P/R/F1 on test; writes ``bucc.json`` and ``pr_curve.png``.
+    """Tune the threshold on dev, report P/R/F1 on test; writes ``bucc.json``, ``pr_curve.png``
+    and ``score_distributions.png``.
 
     Candidates come from :func:`mine_texts` with the threshold removed, so exactly the mining
     path (kNN, margin, retrieval) is evaluated, and then go through the pair filters
@@ -411,6 +477,7 @@ def run_bucc(
         for split, result in splits.items()
     }
     plot_pr_curves(curves, marks, out_dir / "pr_curve.png")
+    plot_score_distributions(candidates, splits["dev"]["threshold"], out_dir / SCORES_PNG)
     return results
 
 
