@@ -5,7 +5,7 @@ import os
 
 from snakemake.utils import min_version
 
-from psp.workflow_config import replaces_default_config
+from psp.workflow.checks import replaces_default_config
 
 min_version("9.0")
 

@@ -6,12 +6,12 @@ SentencePiece model trained on the mirror's English bitext) and newstest-en repe
 
 - **in process, 1 thread and all threads**: tokenisation (``PieceEncoder.encode`` with its word
   cache, cold and warm, and SentencePiece sentence by sentence), pooling alone
-  (:func:`psp.pooling.mean_pool` into a reused buffer, against the scipy sparse product it
+  (:func:`psp.model.pooling.mean_pool` into a reused buffer, against the scipy sparse product it
   replaced, run here: :func:`former_pool`, the same bits);
 - **each encoder in a fresh process** (``psp.evaluate.worker``, Table 5's measurement: the thread
   count pinned, a second pass timed and the first kept, the memory the encoder costs beside its
   process's peak): our model into a fresh array (``psp:`` loads the torch-free
-  :class:`psp.pooling.TableModel`, the vectors of ``PSPModel.embed``), and the same model
+  :class:`psp.model.pooling.TableModel`, the vectors of ``PSPModel.embed``), and the same model
   exported with ``psp export`` and loaded by sentence-transformers (``StaticEmbedding``) and
   model2vec: the same vocabulary, table and lines;
 - **``psp embed`` as a whole process** (start-up, reading, writing the ``.npy``), ``--threads 1``,
@@ -39,13 +39,14 @@ from pathlib import Path
 
 import numpy as np
 
+from psp.data.spm_training import train_spm
 from psp.evaluate.timing import timed
 from psp.evaluate.worker import run_worker
 from psp.export import export_model
 from psp.io import atomic_open
-from psp.model_dir import read_model_dir
-from psp.pooling import mean_pool
-from psp.spm import PieceEncoder, train_spm
+from psp.model.directory import read_model_dir
+from psp.model.piece_encoder import PieceEncoder
+from psp.model.pooling import mean_pool
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PSP_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -74,7 +75,7 @@ def read_gz(path: Path) -> list[str]:
 
 def random_model(tmp: Path, dim: int, vocab_size: int) -> Path:
     """A model directory: SentencePiece on the mirror's English bitext, a random table."""
-    from psp.model import PSPModel
+    from psp.model.torch_model import PSPModel
 
     text = [line for path in sorted(DATA.glob("bitext/*-en/*.en.gz")) for line in read_gz(path)]
     spm = train_spm(text[:100_000], tmp / "en.model", vocab_size=vocab_size, num_threads=2)
@@ -247,7 +248,7 @@ def main() -> None:
         base, wall, cpu = timed(lambda: original_embed(model_dir, subset))
         print("the original recipe, 1 thread:")
         base_rate = line(f"{len(subset):,} sentences", len(subset), wall, cpu)
-        from psp.model import load
+        from psp.model.torch_model import load
 
         ours = load(model_dir).embed(subset, num_threads=1)
         print(

@@ -37,7 +37,7 @@ from psp.evaluate.speed import NEWS_FILES, run_worker, speed_sentences
 from psp.export import export_model
 from psp.export.check import compare_ids, compare_vectors, mirror_lines, psp_vectors
 from psp.export.tokenizer import build_tokenizer
-from psp.pooling import load_table_model
+from psp.model.pooling import load_table_model
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "import sys; from psp.cli import main; sys.exit(main())"]

@@ -5,7 +5,7 @@
   side's language and the lines per CPU-second of one worker. *old* is the identifier this
   project used before: langid.py's model, one sentence at a time (its feature vector, then the
   rows of the features present); it runs only where the ``langid`` package is installed.
-  *plain* is :class:`psp.filters.language.LanguageIdentifier` without its alphabet rule
+  *plain* is :class:`psp.data.filters.language.LanguageIdentifier` without its alphabet rule
   (py3langid's answers, from the same model, a chunk at a time), *new* the identifier with it,
   both in chunks of the filter's size.
 * The Russian filter on Tatoeba (held out): the share of Russian sentences it keeps and of
@@ -15,7 +15,7 @@
   cheap filters, dedup and the gzip writer), langid on with the old identifier plugged into
   the same chain, langid on with the new one, and the new one with 2 workers. The new runs'
   outputs must be identical; whether the old run's matches is printed.
-* The dedup store, :class:`psp.filters.dedup.SeenHashes`, against a Python ``set`` of the same
+* The dedup store, :class:`psp.data.filters.dedup.SeenHashes`, against a Python ``set`` of the same
   64-bit hashes: bytes per entry (tracemalloc) and time, on synthetic distinct keys.
 
 Rates per CPU-second count every process of a run (the pool workers too), so they estimate
@@ -39,11 +39,11 @@ from unittest import mock
 
 import numpy as np
 
-from psp.corpora import iter_pairs
-from psp.filters import FilterConfig, clean_text, filter_pairs
-from psp.filters import language as language_module
-from psp.filters.dedup import SeenHashes, hash64
-from psp.filters.language import LangidCheck, LanguageIdentifier
+from psp.data.corpora import iter_pairs
+from psp.data.filters import FilterConfig, clean_text, filter_pairs
+from psp.data.filters import language as language_module
+from psp.data.filters.dedup import SeenHashes, hash64
+from psp.data.filters.language import LangidCheck, LanguageIdentifier
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PSP_SHARED_DATA", REPO.parent / "shared" / "data"))

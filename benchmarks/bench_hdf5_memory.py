@@ -1,4 +1,5 @@
-"""Peak memory of ``psp.hdf5.write_pairs`` must not grow with the corpus: 0.5M vs 2M pairs.
+"""Peak memory of ``psp.data.pairs_store.write_pairs`` must not grow with the corpus: 0.5M vs 2M
+pairs.
 
 Generates synthetic pair lines (Zipf-distributed random words, news-like lengths) streaming to a
 temporary ``.tsv.gz``, trains a small SentencePiece model on a slice, then runs ``write_pairs``
@@ -70,8 +71,8 @@ def generate(path_big: Path, path_small: Path, *, lines: int, small: int, seed: 
 
 def child(args: argparse.Namespace) -> None:
     """Runs in a fresh interpreter: one ``write_pairs`` (or only the imports), then a read pass."""
-    from psp.hdf5 import PairReader, write_pairs
-    from psp.spm import PieceEncoder
+    from psp.data.pairs_store import PairReader, write_pairs
+    from psp.model.piece_encoder import PieceEncoder
 
     PieceEncoder(args.model)
     if args.tsv is None:
@@ -126,7 +127,7 @@ def main() -> None:
         child(args)
         return
 
-    from psp.spm import train_spm_from_pairs
+    from psp.data.spm_training import train_spm_from_pairs
 
     with tempfile.TemporaryDirectory(prefix="bench-hdf5-") as tmp:
         tmp = Path(tmp)

@@ -37,7 +37,8 @@ import numpy as np
 FILES = ("src.txt", "src.jsonl", "tgt.txt")
 PSP = [sys.executable, "-c", "import sys; from psp.cli import main; sys.exit(main())"]
 PREPARE = (
-    "import sys; from psp.mine.plan import shard_text_file; from psp.sentence_files import Fields; "
+    "import sys; from psp.mine.plan import shard_text_file; "
+    "from psp.data.sentence_files import Fields; "
     "shard_text_file(sys.argv[1], 1, sys.argv[2], sys.argv[3], fields=Fields(doc_id=sys.argv[4] "
     "or None), out_origins=sys.argv[5])"
 )

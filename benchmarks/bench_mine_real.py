@@ -59,7 +59,7 @@ def embeddings(args) -> dict[str, Path]:
     paths = {side: args.work / f"{side}.npy" for side in SIDES}
     if all(path.exists() for path in paths.values()):
         return paths
-    from psp.model import load
+    from psp.model.torch_model import load
 
     model = load(args.model)
     for side, patterns in SIDES.items():

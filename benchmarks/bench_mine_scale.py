@@ -158,7 +158,7 @@ def index_config(args, nprobe: int):
 
 
 #: ``threads:`` of the workflow's rules (rules/mine.smk; a test keeps the two equal; a kNN job's
-#: depends on the grid, :func:`psp.workflow_config.knn_job_threads`). Snakemake with ``--cores C``
+#: depends on the grid, :func:`psp.workflow.jobs.knn_job_threads`). Snakemake with ``--cores C``
 #: gives a job min(threads, C) cores and runs as many jobs at once as fit.
 RULE_THREADS = {"train_index": 2, "index_shard": 1, "score_mined": 2}
 
@@ -166,7 +166,7 @@ RULE_THREADS = {"train_index": 2, "index_shard": 1, "score_mined": 2}
 def job_threads(name: str, cores: int, shards: int) -> int:
     """The cores Snakemake gives job ``name`` of a grid of ``shards`` per side on a machine of
     ``cores`` (all of them for the benchmark's own measuring jobs)."""
-    from psp.workflow_config import knn_job_threads
+    from psp.workflow.jobs import knn_job_threads
 
     if name == "knn_shard_pair":
         return min(knn_job_threads(shards), cores)
@@ -254,12 +254,14 @@ def job_knn_shard_pair(out: Path, args, *, src_shard: int, tgt_shard: int, nprob
 
 
 def job_score_mined(out: Path, args, n_shards: int, nprobe: int):
-    from psp.mine.config import MineConfig
+    from psp.mine.config import MineConfig, PairFilterConfig
     from psp.mine.output import write_mined
     from psp.mine.plan import load_plan
     from psp.mine.reduce import reduce_parts
 
-    cfg = MineConfig(k=args.k, threshold=args.threshold)
+    # No pair filters: the synthetic sides' texts ("src sentence 17") differ only in digits,
+    # which the repeated-pair filter normalises away, so it would keep one pair of them all.
+    cfg = MineConfig(k=args.k, threshold=args.threshold, filters=PairFilterConfig.none())
     src_plan, tgt_plan = load_plan(out / "src.plan.json"), load_plan(out / "tgt.plan.json")
     parts = [out / f"knn.{nprobe}.{s}.{t}.npz" for s in range(n_shards) for t in range(n_shards)]
     fwd, bwd = reduce_parts(parts, args.k, src_plan, tgt_plan)
@@ -477,7 +479,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.job:  # a child process: one job of the DAG
-        from psp.workflow_runtime import limit_threads
+        from psp.workflow.runtime import limit_threads
 
         params = json.loads(args.params)
         job_args = argparse.Namespace(**params.pop("args"))

@@ -11,7 +11,7 @@ setting's own dev optimum).
 Settings: every filter off, the defaults, each filter alone (the others off) at a few values.
 Printed: one JSON line per pair and setting, and one per pair for the data stage's language
 rule in place of the pair filters' (``data_stage_langid``: a side fails unless langid.py names
-its own language with probability 0.5, ``psp.filters.language.LangidCheck``): the gold and
+its own language with probability 0.5, ``psp.data.filters.language.LangidCheck``): the gold and
 other pairs of each split's unfiltered output it would remove, and the languages it named.
 
 Usage:
@@ -52,7 +52,7 @@ def data_stage_langid(candidates, languages, threshold: float) -> dict:
     """What the data stage's language rule would remove from the pairs above ``threshold``."""
     from collections import Counter
 
-    from psp.filters.language import LangidCheck, load_identifier
+    from psp.data.filters.language import LangidCheck, load_identifier
 
     out = candidates.scores >= threshold
     i, j = candidates.i[out].tolist(), candidates.j[out].tolist()
@@ -98,15 +98,15 @@ def main() -> None:
     args = parser.parse_args()
 
     import psp
-    from psp import workflow_config as wc
     from psp.mine.bucc import BuccData, evaluate_filtered, task_candidates
     from psp.mine.config import MineConfig
+    from psp.workflow import jobs
 
     for pair in args.pairs:
         entry = bucc_entry(pair)
         if args.max_distractors is not None:
             entry["max_distractors"] = args.max_distractors
-        data = BuccData(**wc.bucc_data(entry, pair))
+        data = BuccData(**jobs.bucc_data(entry, pair))
         t0 = time.perf_counter()
         candidates = task_candidates(psp.load(args.models / pair), args.mirror, data, MineConfig())
         mined_s = time.perf_counter() - t0

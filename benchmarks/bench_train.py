@@ -4,7 +4,7 @@ One command, one run, the same data and hyperparameters for every row (the paper
 batch 128, mega-batch 100; ``anneal`` 1 so the mega-batch reaches 100 within the first 100
 steps and the whole run trains at it). The data: the default run's English corpora read from
 the data mirror (ParaSCI, Flickr30k captions, the es-, fr- and de-en bitext), lowercased, with a
-SentencePiece model of each ``--vocab`` size, written with ``psp.hdf5.write_pairs``.
+SentencePiece model of each ``--vocab`` size, written with ``psp.data.pairs_store.write_pairs``.
 
 Rows, for each vocabulary:
 
@@ -42,15 +42,15 @@ from unittest import mock
 import numpy as np
 import torch
 
+from psp.data.pairs_store import write_pairs
+from psp.data.spm_training import train_spm
 from psp.evaluate import StsbEvaluator, TatoebaEvaluator
-from psp.hdf5 import write_pairs
 from psp.io import atomic_open
-from psp.model import load
-from psp.optim import DenseAdam, LazyAdam, fused_adam_rows_
-from psp.spm import train_spm
+from psp.model.torch_model import load
 from psp.train import TrainConfig, train
 from psp.train.log import PHASE_COLUMNS
 from psp.train.ops import sorted_row_gradients
+from psp.train.optim import DenseAdam, LazyAdam, fused_adam_rows_
 
 REPO = Path(__file__).resolve().parents[1]
 #: The default run's English corpora (config.yaml, models.en), read without its filters.
@@ -166,7 +166,7 @@ def optimizer_step_ms(
 ) -> float:
     """CPU ms of one optimizer update for the rows a real minibatch touches (its 128 pairs and
     256 negatives ~ 512 sentences), with a table of ``vocab`` rows."""
-    from psp.hdf5 import PairReader
+    from psp.data.pairs_store import PairReader
 
     with PairReader(h5) as reader:
         batch = reader.read(0, 256)

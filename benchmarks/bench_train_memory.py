@@ -26,9 +26,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from psp.hdf5 import LAYOUT_VERSION
+from psp.data.pairs_store import LAYOUT_VERSION
+from psp.data.spm_training import train_spm
 from psp.io import atomic_path
-from psp.spm import PieceEncoder, train_spm
+from psp.model.piece_encoder import PieceEncoder
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,6 +16,6 @@ def load(path, device: str = "cpu"):
 
     Imported lazily so that ``import psp`` stays cheap for the data stage.
     """
-    from psp.model import load as _load
+    from psp.model.torch_model import load as _load
 
     return _load(path, device=device)

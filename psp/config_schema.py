@@ -1,4 +1,5 @@
-"""The one declaration of every config key: the JSON Schema ``psp/config.schema.yaml``.
+"""The one declaration of every config key: the JSON Schema ``psp/config.schema.yaml``, and the
+one check that a mapping read from a file holds only the fields of its dataclass.
 
 Each key's type, range, default and description is written once, in the schema the workflow
 validates its config against when the Snakefile is parsed. The library reads the same file:
@@ -11,6 +12,11 @@ schema, the dataclasses and the flags cannot drift apart.
 
 Keys that only the library and the ``psp`` command take (the workflow derives them from a rule's
 threads or a model's languages) are declared in the same file under ``definitions.*_library``.
+
+Training, filter, mining and model configs are dataclasses filled from user-written files. An
+unknown key there is a typo or a newer format; ignoring it would run with a default the user
+meant to change, so every loader refuses it the same way (:func:`reject_unknown_keys`), naming
+the key and the known ones.
 """
 
 from __future__ import annotations
@@ -25,10 +31,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from psp.config_keys import reject_unknown_keys
-
 SCHEMA_FILE = Path(__file__).with_name("config.schema.yaml")
 #: The Python type of each JSON type a config key may take.
 PYTHON_TYPES = {"integer": int, "number": float, "boolean": bool, "string": str, "array": tuple}
@@ -37,7 +39,10 @@ NO_DEFAULT: Any = object()  # a key without a default (None is a default)
 
 @functools.cache
 def schema() -> dict:
-    """The parsed schema file (read once)."""
+    """The parsed schema file (read once; yaml is imported here, so that a model directory,
+    which only needs :func:`reject_unknown_keys`, loads without it)."""
+    import yaml
+
     return yaml.safe_load(SCHEMA_FILE.read_text(encoding="utf-8"))
 
 
@@ -277,6 +282,23 @@ def _post_init(self) -> None:
 def config_keys(cls: type) -> dict[str, Key]:
     """``{field: Key}`` of a :func:`config_class`, in declaration order."""
     return cls.config_keys
+
+
+def reject_unknown_keys(
+    values: Mapping, cls: type, what: str, error: type[Exception] = ValueError
+) -> None:
+    """Raise ``error`` naming the keys of ``values`` that are not fields of dataclass ``cls``.
+
+    Args:
+        values: the mapping about to become ``cls(**values)``.
+        cls: the dataclass whose field names are the known keys.
+        what: what is being read, e.g. ``"training config"`` or ``"results/m/config.json"``.
+        error: exception type (loaders of files use :class:`psp.io.InputError`).
+    """
+    known = sorted(field.name for field in dataclasses.fields(cls))
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise error(f"{what}: unknown key(s) {unknown}; known: {known}")
 
 
 def from_mapping(cls: type, values: Mapping, what: str) -> Any:

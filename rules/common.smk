@@ -5,24 +5,25 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from psp import workflow_config as wc
+from psp.data.sources import SOURCES
+from psp.evaluate.harness import eval_files
 from psp.evaluate.peers import spec_label
 from psp.evaluate.results import TABLES as EVAL_TABLES
 from psp.export import EXPORT_FILES
 from psp.mine.config import FILTER_KEYS
-from psp.sources import SOURCES
+from psp.workflow import checks, jobs
 
 validate(config, schema="../psp/config.schema.yaml", set_default=True)
 
 MIRROR = config["mirror"]
-DATA_ROOT = wc.data_root(MIRROR)
+DATA_ROOT = jobs.data_root(MIRROR)
 MODELS = config["models"]
 MINE_PAIRS = config["mining"]
 BUCC_PAIRS = config["bucc"]
 PEERS = {spec_label(spec): spec for spec in config["evaluation"]["peers"]}
 EXPORT_LIBRARIES = list(EXPORT_FILES)
-wc.check_references(config)
-wc.check_inputs_outside_results(config)
+checks.check_references(config)
+checks.check_inputs_outside_results(config)
 
 
 def _alternatives(names):
@@ -42,20 +43,20 @@ def data_files(ref, languages=None):
     """Input files of a mirror reference: the mirror's, or those its `fetch_source_*` rule imports."""
     if not MIRROR:
         # A ref that no source provides fails here, with the known ones named.
-        wc.source_of(ref)
-    return [str(path) for path in wc.mirror_files(DATA_ROOT, ref, languages)]
+        jobs.source_of(ref)
+    return [str(path) for path in jobs.mirror_files(DATA_ROOT, ref, languages)]
 
 
 def get_corpus_inputs(wildcards):
     entry = MODELS[wildcards.model]
     return [
         str(path)
-        for path in wc.refs_files(DATA_ROOT, entry["corpora"], entry["languages"])
+        for path in jobs.refs_files(DATA_ROOT, entry["corpora"], entry["languages"])
     ]
 
 
 def get_eval_data_inputs(wildcards):
-    return [str(path) for path in wc.eval_files(DATA_ROOT, get_eval_sets(wildcards))]
+    return [str(path) for path in eval_files(DATA_ROOT, get_eval_sets(wildcards))]
 
 
 def get_fetch_inputs(source_id):
@@ -63,7 +64,7 @@ def get_fetch_inputs(source_id):
     here, before any job runs, with a message naming the sets and the fix."""
 
     def inputs(wildcards):
-        wc.check_downloadable(source_id, config)
+        checks.check_downloadable(source_id, config)
         return []
 
     return inputs
@@ -91,7 +92,7 @@ def get_filter_params(wildcards):
         "type": entry["type"],
         "corpora": entry["corpora"],
         "languages": entry["languages"],
-        "filters": wc.filter_config(entry),
+        "filters": jobs.filter_config(entry),
         "max_pairs": entry.get("max_pairs", {}),
     }
 
@@ -101,7 +102,7 @@ def get_eval_sets(wildcards):
     languages = (
         MODELS[wildcards.model]["languages"] if "model" in wildcards.keys() else None
     )
-    return wc.eval_sets(config["evaluation"], languages)
+    return jobs.eval_sets(config["evaluation"], languages)
 
 
 def export_outputs(library, prefix):
@@ -163,7 +164,7 @@ def get_mine_text_inputs(wildcards):
     return [
         path
         for ref in refs
-        for path in (data_files(ref) if wc.is_mirror_ref(ref) else [ref])
+        for path in (data_files(ref) if jobs.is_mirror_ref(ref) else [ref])
     ]
 
 
@@ -195,7 +196,7 @@ def pair_filters(entry):
 
 def get_mine_threshold_input(wildcards):
     """The BUCC-style evaluation whose dev optimum a `threshold: auto` pair mines at, if any."""
-    bucc = wc.threshold_bucc(config, wildcards.pair)
+    bucc = jobs.threshold_bucc(config, wildcards.pair)
     return {"bucc": f"results/bucc/{bucc}/bucc.json"} if bucc else {}
 
 
@@ -208,7 +209,7 @@ def get_shard_count(wildcards):
 
 
 def get_knn_threads(wildcards):
-    return wc.knn_job_threads(get_shard_count(wildcards))
+    return jobs.knn_job_threads(get_shard_count(wildcards))
 
 
 def get_mine_plans(wildcards):
@@ -239,13 +240,13 @@ def get_knn_parts(wildcards):
 
 
 def bucc_data_files(pair):
-    """The data files of a `bucc` entry's task, in the order of `wc.bucc_refs`."""
-    refs = wc.bucc_refs(BUCC_PAIRS[pair])
-    return [str(path) for path in wc.refs_files(DATA_ROOT, refs, pair.split("-"))]
+    """The data files of a `bucc` entry's task, in the order of `jobs.bucc_refs`."""
+    refs = jobs.bucc_refs(BUCC_PAIRS[pair])
+    return [str(path) for path in jobs.refs_files(DATA_ROOT, refs, pair.split("-"))]
 
 
 def get_bucc_inputs(wildcards):
-    """The model's files and, in the order of `wc.bucc_refs`, the files of every ref."""
+    """The model's files and, in the order of `jobs.bucc_refs`, the files of every ref."""
     entry = BUCC_PAIRS[wildcards.bucc]
     return model_files(f"results/models/{entry['model']}") | {
         "data": bucc_data_files(wildcards.bucc)
@@ -281,7 +282,10 @@ def train_job(model, train):
     entry = BUCC_PAIRS[pair]
     return {
         "train": train,
-        "bitext_dev": {"data": wc.bucc_data(entry, pair), "refs": wc.bucc_refs(entry)},
+        "bitext_dev": {
+            "data": jobs.bucc_data(entry, pair),
+            "refs": jobs.bucc_refs(entry),
+        },
     }
 
 
@@ -395,7 +399,7 @@ def get_compare_inputs():
 
 
 def get_compare_params():
-    """What psp.compare_losses.trainings needs besides the paths."""
+    """What psp.report.compare_losses.trainings needs besides the paths."""
     return [
         {"model": model, "objective": objective, "n_bucc": len(pairs)}
         for _, model, objective, pairs in _compare_trainings()

@@ -1,6 +1,6 @@
 # Model cards (README.md with the Hugging Face metadata header and the model's own figures) in
 # every model directory, the models in sentence-transformers' and model2vec's layouts, and the
-# static peers built from other models (psp.export, psp.model_card, psp.evaluate.peers).
+# static peers built from other models (psp.export, psp.export.model_card, psp.evaluate.peers).
 
 
 rule model_card:

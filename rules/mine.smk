@@ -50,7 +50,7 @@ rule embed_shard:
 # lists, read by every kNN job of its row or column of the grid (list-major search over the
 # embeddings themselves). Below the size both rules write empty files: exact search. The assignment
 # jobs, and the kNN jobs of a grid of more than one, take one thread each: much of such a job runs
-# on one thread, so jobs side by side do the most work per core (psp.workflow_config.knn_job_threads).
+# on one thread, so jobs side by side do the most work per core (psp.workflow.jobs.knn_job_threads).
 rule train_index:
     input:
         unpack(get_mine_plans),

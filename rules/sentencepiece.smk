@@ -1,8 +1,6 @@
 # One shared SentencePiece unigram model per model, trained on the normalised text of both sides,
 # and what it drops of held-out text (results/spm/{model}.stats.json, for the report).
 
-from psp.spm import heldout_corpora
-
 
 rule train_sentencepiece:
     input:
@@ -30,7 +28,7 @@ rule spm_stats:
         model="results/spm/{model}.model",
         heldout=lambda wildcards: [
             path
-            for corpus in heldout_corpora(wildcards.model, config)
+            for corpus in jobs.heldout_corpora(wildcards.model, config)
             for path in data_files(corpus, MODELS[wildcards.model]["languages"])
         ],
     output:
@@ -44,6 +42,6 @@ rule spm_stats:
     params:
         spm=lambda wildcards: MODELS[wildcards.model].get("spm", {}),
         languages=lambda wildcards: MODELS[wildcards.model]["languages"],
-        heldout=lambda wildcards: heldout_corpora(wildcards.model, config),
+        heldout=lambda wildcards: jobs.heldout_corpora(wildcards.model, config),
     script:
         "../workflow_scripts/spm_stats.py"

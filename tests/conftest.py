@@ -39,7 +39,7 @@ def news(shared_data) -> list[str]:
 @pytest.fixture(scope="session")
 def spm_path(news, tmp_path_factory) -> Path:
     """A 500-piece SentencePiece model trained on :func:`news`, shared by the model tests."""
-    from psp.spm import train_spm
+    from psp.data.spm_training import train_spm
 
     return train_spm(news, tmp_path_factory.mktemp("spm") / "en.model", vocab_size=500)
 
@@ -47,7 +47,7 @@ def spm_path(news, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(spm_path, tmp_path_factory) -> Path:
     """An untrained es-en model directory (dim 16) over :func:`spm_path`: real files, loads fast."""
-    from psp.model import PSPModel
+    from psp.model.torch_model import PSPModel
 
     model = PSPModel.from_spm(spm_path, dim=16, languages=["es", "en"])
     return model.save(tmp_path_factory.mktemp("model") / "es-en")

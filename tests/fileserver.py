@@ -1,6 +1,6 @@
 """A real HTTP file server on 127.0.0.1 with Range support and scripted misbehaviour.
 
-The download tests and the fault tests drive :mod:`psp.sources` against it: it drops the
+The download tests and the fault tests drive :mod:`psp.data.sources` against it: it drops the
 connection mid-body, leaves out ``Content-Length``, answers 503, ignores ``Range``, or serves a
 200 HTML error page, the ways real servers fail.
 """

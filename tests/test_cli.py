@@ -13,7 +13,7 @@ from psp.cli import main, streaming
 from psp.cli.embed import HEADER_BYTES
 from psp.cli.streaming import iter_input_batches, overlapped
 from psp.io import InputError
-from psp.model import PSPModel
+from psp.model.torch_model import PSPModel
 
 DIM = 24
 CLI = [sys.executable, "-c", "import sys; from psp.cli import main; sys.exit(main())"]

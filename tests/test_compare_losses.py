@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from psp.compare_losses import comparison_section, trainings
-from psp.evaluate.tables import MISSING, fmt
+from psp.evaluate.markdown import MISSING, fmt
 from psp.io import InputError
 from psp.report import ReportInputs, write_report
+from psp.report.compare_losses import comparison_section, trainings
 from tests.test_tables import eval_rows, md_table, write_eval_dir
 
 TRACKS = {"es-en": ["es-es", "es-en", "en-en"], "ar-en": ["ar-ar", "ar-en", "en-en"]}

@@ -12,7 +12,7 @@ import yaml
 
 from psp.cli import build_parser
 from psp.config_schema import SCHEMA_FILE, config_class, config_keys, keys_at, schema
-from psp.filters.config import FilterConfig
+from psp.data.filters.config import FilterConfig
 from psp.mine.config import IndexConfig, MineConfig
 from psp.train import TrainConfig
 

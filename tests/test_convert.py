@@ -12,8 +12,8 @@ import torch
 
 import psp
 from psp.cli import main
-from psp.convert import ORIGINAL_UNK, convert_original
 from psp.io import InputError
+from psp.model.original import ORIGINAL_UNK, convert_original
 
 DIM = 16
 

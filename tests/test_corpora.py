@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from psp.corpora import RawPair, corpus_files, iter_pairs, iter_sentences, sentence_file
+from psp.data.corpora import RawPair, corpus_files, iter_pairs, iter_sentences, sentence_file
 from psp.io import InputError
 
 

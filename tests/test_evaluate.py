@@ -422,13 +422,14 @@ def test_minilm_peer_through_cli(tmp_path):
 
 
 needs_model = pytest.mark.skipif(
-    importlib.util.find_spec("psp.model") is None, reason="psp.model not available"
+    importlib.util.find_spec("psp.model.torch_model") is None,
+    reason="psp.model.torch_model not available",
 )
 
 
 @pytest.fixture(scope="module")
 def tiny_spm(tmp_path_factory) -> Path:
-    from psp.spm import train_spm
+    from psp.data.spm_training import train_spm
 
     text = [s for row in STS_ROWS for s in row[1:]] * 20
     return train_spm(text, tmp_path_factory.mktemp("spm") / "tiny.model", vocab_size=60)
@@ -436,7 +437,7 @@ def tiny_spm(tmp_path_factory) -> Path:
 
 @needs_model
 def test_psp_model_dir_through_spec(tmp_path, tiny_spm, capsys):
-    from psp.model import PSPModel
+    from psp.model.torch_model import PSPModel
 
     root = make_mirror(tmp_path / "mirror")
     PSPModel.from_spm(tiny_spm, dim=8).save(tmp_path / "model")
@@ -459,14 +460,15 @@ def test_psp_model_dir_through_spec(tmp_path, tiny_spm, capsys):
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("psp.convert") is None, reason="psp.convert not available"
+    importlib.util.find_spec("psp.model.original") is None,
+    reason="psp.model.original not available",
 )
 def test_original_checkpoint_through_spec(tmp_path, tiny_spm):
     import argparse
 
     import torch
 
-    from psp.spm import PieceEncoder
+    from psp.model.piece_encoder import PieceEncoder
 
     encoder = PieceEncoder(tiny_spm)
     pieces = encoder.pieces()

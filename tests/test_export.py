@@ -13,9 +13,9 @@ import pytest
 from psp.cli import main
 from psp.export import EXPORT_FILES, export_model
 from psp.export.check import compare_ids, compare_vectors, mirror_lines, psp_vectors
+from psp.export.model_card import split_card
 from psp.export.tokenizer import build_tokenizer
 from psp.io import InputError
-from psp.model_card import split_card
 
 needs_st = pytest.mark.skipif(
     importlib.util.find_spec("sentence_transformers") is None,
@@ -48,8 +48,8 @@ def bitext_lines(shared_data, lang: str) -> list[str]:
 def bitext_models(shared_data, tmp_path_factory):
     """A random-table model over a SentencePiece model per language, trained as the workflow
     trains them (full character coverage but for zh's 0.9995, the required characters)."""
-    from psp.model import PSPModel
-    from psp.spm import REQUIRED_CHARS, train_spm
+    from psp.data.spm_training import REQUIRED_CHARS, train_spm
+    from psp.model.torch_model import PSPModel
 
     root = tmp_path_factory.mktemp("bitext")
     models = {}
@@ -120,7 +120,7 @@ def test_unknown_pieces_keep_the_direction_and_scale_the_norm(tiny_model, tmp_pa
     from model2vec import StaticModel
     from sentence_transformers import SentenceTransformer
 
-    from psp.pooling import load_table_model
+    from psp.model.pooling import load_table_model
 
     sentences = ["the ж court said ж ж", "жжж ж"]
     psp_model = load_table_model(tiny_model)
@@ -197,7 +197,7 @@ def test_tokenizer_refuses_what_it_cannot_reproduce(news, tmp_path):
 
 def test_format_characters_are_deleted_as_psp_deletes_them(tiny_model):
     tokenizer = build_tokenizer((tiny_model / "sentencepiece.model").read_bytes(), lowercase=True)
-    from psp.pooling import load_table_model
+    from psp.model.pooling import load_table_model
 
     encoder = load_table_model(tiny_model).encoder
     text = "The\u00ad Court\u200b said\ufeff  SOME\u200dthing \U000e0041 ok \u064e\u0640s"

@@ -16,8 +16,8 @@ from dataclasses import replace
 import pytest
 
 from psp.cli import main
-from psp.sources import SOURCES
-from psp.sources.verify import LOCK_NAME
+from psp.data.sources import SOURCES
+from psp.data.sources.verify import LOCK_NAME
 
 from .fileserver import serve
 

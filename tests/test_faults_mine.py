@@ -93,7 +93,7 @@ def test_empty_source_leaves_nothing(tiny_model, sentences, tmp_path, capsys):
 def test_a_model_replaced_in_place_is_not_reused_from_the_work_dir(
     spm_path, sentences, tmp_path, capsys, caplog
 ):
-    from psp.model import PSPModel
+    from psp.model.torch_model import PSPModel
 
     model = tmp_path / "model"
     PSPModel.from_spm(spm_path, dim=16, seed=1).save(model)
@@ -170,7 +170,7 @@ def hand_made_model(spm_path: Path, rows: dict[str, list[float]], folder: Path) 
     """A model whose one-piece words embed to the given vectors (every other row is zero)."""
     import torch
 
-    from psp.model import PSPModel
+    from psp.model.torch_model import PSPModel
 
     model = PSPModel.from_spm(spm_path, dim=4)
     weight = torch.zeros_like(model.embedding.weight)

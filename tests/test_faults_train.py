@@ -22,9 +22,9 @@ SETTINGS += ["--threads", "1", "--no-eval"]
 @pytest.fixture(scope="module")
 def training_data(shared_data, tmp_path_factory):
     """1,500 real es-en pairs in the training HDF5, their SentencePiece model, a config file."""
-    from psp.hdf5 import write_pairs
+    from psp.data.pairs_store import write_pairs
+    from psp.data.spm_training import train_spm
     from psp.io import atomic_open
-    from psp.spm import train_spm
 
     root = tmp_path_factory.mktemp("train")
     base = shared_data / "bitext" / "es-en" / "wmt-newstest"

@@ -172,7 +172,7 @@ def test_data_import(upstream, tmp_path):  # noqa: F811
 _DOWNLOAD = """import sys
 from dataclasses import replace
 from psp.cli import main
-from psp.sources import SOURCES
+from psp.data.sources import SOURCES
 SOURCES["sts/stsb"] = replace(SOURCES["sts/stsb"], url=sys.argv[1])
 sys.exit(main(sys.argv[2:]))
 """

@@ -1,4 +1,5 @@
-"""Tests for psp.filters: each filter on hand-written cases, the stats contract, workers, atomicity."""
+"""Tests for psp.data.filters: each filter on hand-written cases, the stats contract, workers,
+atomicity."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import random
 import numpy as np
 import pytest
 
-from psp.corpora import RawPair
-from psp.filters import REASONS, FilterConfig, clean_text, filter_pairs, filter_sentences
-from psp.filters.dedup import SeenHashes
-from psp.filters.language import LangidCheck, LanguageIdentifier, load_identifier
-from psp.filters.text import ngram_overlap, prepare_sentence, tokens
+from psp.data.corpora import RawPair
+from psp.data.filters import REASONS, FilterConfig, clean_text, filter_pairs, filter_sentences
+from psp.data.filters.dedup import SeenHashes
+from psp.data.filters.language import LangidCheck, LanguageIdentifier, load_identifier
+from psp.data.filters.text import ngram_overlap, prepare_sentence, tokens
 from psp.io import InputError
 
 
@@ -530,8 +531,8 @@ def test_real_bitext_es_en(shared_data, tmp_path):
 def test_score_model_scores_pairs_without_a_score(tmp_path):
     """Pairs without a corpus score get the model's cosine; pairs with one keep theirs."""
     import psp
-    from psp.model import PSPModel
-    from psp.spm import train_spm
+    from psp.data.spm_training import train_spm
+    from psp.model.torch_model import PSPModel
 
     text = [CLEAR["en"], CLEAR["es"], "the quick brown fox jumps over the lazy dog"] * 30
     spm_path = train_spm(text, tmp_path / "tiny.model", vocab_size=60)

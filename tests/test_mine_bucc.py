@@ -14,6 +14,7 @@ from psp.mine.bucc import (
     BuccData,
     best_threshold,
     build_bucc_task,
+    config_with_threshold,
     dev_gold_pairs,
     evaluate_at,
     load_tasks,
@@ -141,6 +142,15 @@ def test_fixed_and_default_thresholds():
     assert mining_threshold("auto", MineConfig(margin="distance"))[0] == 0.04
 
 
+def test_config_with_threshold_resolves_auto_without_changing_the_entry():
+    entry = {"k": 3, "margin": "distance", "threshold": "auto"}
+    cfg, source = config_with_threshold(entry)
+    assert (cfg.k, cfg.margin, cfg.threshold, source["from"]) == (3, "distance", 0.04, "default")
+    assert entry["threshold"] == "auto"
+    cfg, source = config_with_threshold({**entry, "threshold": 1.1})
+    assert (cfg.threshold, source) == (1.1, {"from": "config"})
+
+
 def test_auto_threshold_names_a_bucc_file_without_a_dev_threshold(tmp_path):
     bucc = tmp_path / "bucc.json"
     bucc.write_text(json.dumps({"margin": "ratio", "retrieval": "max", "k": 4, "test": {}}))
@@ -174,7 +184,7 @@ def _bucc2018(root, shared_data, lang: str = "de", n_gold: int = 150, n_extra: i
     """BUCC 2018's sample and training archives of ``lang``-en in the upstream layout, imported
     into ``root``: gold pairs from the mirror's NTREX-128, unpaired sentences from its newstest
     (German) and English news, disjoint between the splits."""
-    from psp.sources import import_bucc2018
+    from psp.data.sources import import_bucc2018
     from tests import upstream
 
     gold = list(
@@ -275,7 +285,7 @@ def test_a_distractor_that_translates_a_gold_sentence_is_left_out(shared_data):
 
 
 def test_bucc_refs_name_the_aligned_side_of_a_bitext_distractor():
-    from psp.workflow_config import aligned_side, bucc_refs
+    from psp.workflow.jobs import aligned_side, bucc_refs
 
     entry = {
         "dev": "d",

@@ -28,8 +28,8 @@ ENGLISH = [
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    model_mod = pytest.importorskip("psp.model")
-    from psp.spm import train_spm
+    model_mod = pytest.importorskip("psp.model.torch_model")
+    from psp.data.spm_training import train_spm
 
     root = tmp_path_factory.mktemp("model")
     spm = train_spm((SPANISH + ENGLISH) * 20, root / "tiny.model", vocab_size=60)

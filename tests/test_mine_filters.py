@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from psp.filters.text import clean_text, dedup_key
+from psp.data.filters.text import clean_text, dedup_key
 from psp.io import InputError
 from psp.mine.config import PairFilterConfig
 from psp.mine.pair_filters import (

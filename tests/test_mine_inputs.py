@@ -138,8 +138,7 @@ def test_bad_input_options_stop_before_any_work(
 def test_the_workflow_side_reads_jsonl_and_parquet_as_text(sides, tmp_path):
     """``mine_text``'s step (``prepare_mining_side``, through ``text_field``) filters the same
     sentences out of JSON Lines and Parquet as out of the plain text."""
-    from psp.mine.plan import read_shard_lines
-    from psp.prepare import prepare_mining_side
+    from psp.mine.plan import prepare_mining_side, read_shard_lines
 
     lines = sides[0]
     write_jsonl(tmp_path / "s.jsonl.zst", [{"body": line} for line in lines])

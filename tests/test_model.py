@@ -9,9 +9,11 @@ import pytest
 import torch
 
 import psp
+from psp.data.spm_training import train_spm
 from psp.io import InputError
-from psp.model import ModelConfig, PSPModel, load
-from psp.spm import PieceEncoder, train_spm
+from psp.model.directory import ModelConfig
+from psp.model.piece_encoder import PieceEncoder
+from psp.model.torch_model import PSPModel, load
 
 DIM = 32
 
@@ -28,7 +30,7 @@ def saved(model, tmp_path_factory):
 
 def manual_mean(model: PSPModel, sentence: str) -> np.ndarray:
     """Mean of the table rows of the sentence's ids, computed independently of
-    :func:`psp.pooling.mean_pool` (zero for a sentence with no known piece)."""
+    :func:`psp.model.pooling.mean_pool` (zero for a sentence with no known piece)."""
     ids, _ = model.encoder.encode([sentence])
     if np.isin(ids, model.encoder.textless_ids).all():
         return np.zeros(model.dim, dtype=np.float32)

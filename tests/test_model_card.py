@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from psp.evaluate.tables import fmt
+from psp.evaluate.markdown import fmt
+from psp.export.model_card import export_card, split_card, write_model_card
 from psp.io import InputError
-from psp.model_card import export_card, split_card, write_model_card
 from tests.test_tables import eval_rows, find, write_eval_dir
 
 
@@ -50,7 +50,7 @@ def test_mixed_licences_and_an_untrained_floor(tiny_model, evaluated):
 
 
 def test_export_card_keeps_the_figures_and_swaps_the_library(tiny_model, evaluated):
-    from psp.pooling import load_table_model
+    from psp.model.pooling import load_table_model
 
     eval_dir, _ = evaluated
     source = write_model_card(tiny_model, corpora=["bitext/es-en/ntrex128"], eval_dir=eval_dir)

@@ -154,7 +154,7 @@ def test_speed_refuses_a_table_linked_to_its_news(tiny_model, shared_data, tmp_p
 
 
 def test_data_import_refuses_to_write_over_a_downloaded_file(tmp_path, capsys):
-    from psp.sources import SOURCES
+    from psp.data.sources import SOURCES
 
     source = SOURCES["sts/sts17"]
     out = tmp_path / "mirror"
@@ -168,7 +168,7 @@ def test_data_import_refuses_to_write_over_a_downloaded_file(tmp_path, capsys):
 def test_data_download_refuses_a_download_that_is_an_output(tmp_path, capsys):
     """A download folder hard-linked into the data root: the import would replace the file it
     reads (checked before any request)."""
-    from psp.sources import SOURCES
+    from psp.data.sources import SOURCES
 
     source = SOURCES["sts/sts17"]
     downloads, out = tmp_path / "downloads", tmp_path / "mirror"
@@ -208,13 +208,13 @@ def test_file_roles_name_both_files_of_a_hard_link(tmp_path):
 
 
 def test_a_workflow_job_refuses_an_output_that_is_its_input(tmp_path):
-    """What every workflow script checks first (``psp.workflow_runtime.setup``), on Snakemake's
+    """What every workflow script checks first (``psp.workflow.runtime.setup``), on Snakemake's
     own file lists."""
     from types import SimpleNamespace
 
     from snakemake.iocontainers import InputFiles, Log, OutputFiles
 
-    from psp.workflow_runtime import job_roles
+    from psp.workflow.runtime import job_roles
 
     data = tmp_path / "corpus.txt"
     data.write_text("precious\n")

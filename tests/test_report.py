@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from psp.evaluate.markdown import MISSING, fmt
 from psp.evaluate.results import TIDY_COLUMNS
-from psp.evaluate.tables import MISSING, fmt
 from psp.io import InputError
 from psp.report import ReportInputs, write_report
 from psp.report.pages import PAGE_INTRO
-from psp.report.run_tables import corpora_cell
+from psp.report.stage_tables import corpora_cell
 from tests.test_tables import eval_rows, find, md_table, write_eval_dir
 
 LANGUAGES = {"en": ["en", "en"], "es-en": ["es", "en"], "ar-en": ["ar", "en"]}

@@ -1,5 +1,5 @@
-"""Corpora as shipped (psp.sentence_files): text, gzip, Zstandard, JSON Lines, Parquet; the kind
-told from the name and checked against the content; records numbered as in the file."""
+"""Corpora as shipped (psp.data.sentence_files): text, gzip, Zstandard, JSON Lines, Parquet; the
+kind told from the name and checked against the content; records numbered as in the file."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+from psp.data.sentence_files import Fields, FileFormat, check_file, format_of, iter_records
 from psp.io import InputError
-from psp.sentence_files import Fields, FileFormat, check_file, format_of, iter_records
 
 
 def write_jsonl(path, records: list[dict]) -> None:

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from psp import sources
-from psp.io import InputError
-from psp.sources import (
+from psp.data import sources
+from psp.data.sources import (
     SOURCES,
     DownloadError,
     SourceError,
@@ -33,7 +32,8 @@ from psp.sources import (
     import_tatoeba,
     resolve,
 )
-from psp.sources.importers import _selection_sampler
+from psp.data.sources.importers import _selection_sampler
+from psp.io import InputError
 
 from .fileserver import serve
 

@@ -1,6 +1,6 @@
 """Every source the paper config downloads, built in its upstream layout (see tests/upstream.py
 for the public source each layout follows), served over HTTP at its upstream host and path and
-imported through :func:`psp.sources.fetch_and_import` with ``url_prefix``, as the workflow's
+imported through :func:`psp.data.sources.fetch_and_import` with ``url_prefix``, as the workflow's
 ``source_url_prefix`` does."""
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from psp.io import InputError
-from psp.sources import (
+from psp.data.sources import (
     BUCC_LANGUAGES,
     SOURCES,
     STS_DATASETS,
@@ -27,7 +26,8 @@ from psp.sources import (
     upstream_via,
     with_pins,
 )
-from psp.sources.verify import holding
+from psp.data.sources.verify import holding
+from psp.io import InputError
 
 from . import upstream
 from .fileserver import serve

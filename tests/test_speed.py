@@ -29,7 +29,7 @@ N = 1500
 @pytest.fixture(scope="module")
 def en_model(spm_path, tmp_path_factory):
     """An untrained English model over the mirror-trained SentencePiece model, saved to disk."""
-    from psp.model import PSPModel
+    from psp.model.torch_model import PSPModel
 
     return PSPModel.from_spm(spm_path, dim=32, seed=3).save(tmp_path_factory.mktemp("m") / "en")
 

@@ -13,19 +13,12 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 
-import psp.spm
+import psp.model.piece_encoder
+from psp.data.corpora import iter_pair_lines
+from psp.data.spm_training import REQUIRED_CHARS, spm_settings, train_spm, train_spm_from_pairs
 from psp.io import InputError
-from psp.spm import (
-    REQUIRED_CHARS,
-    PieceEncoder,
-    deleted_characters,
-    heldout_corpora,
-    iter_pair_lines,
-    model_text,
-    spm_settings,
-    train_spm,
-    train_spm_from_pairs,
-)
+from psp.model.piece_encoder import PieceEncoder, deleted_characters, model_text
+from psp.workflow.jobs import heldout_corpora
 
 
 def synthetic_sentences(n: int, seed: int = 0, letters: str = "abcdefghijklmnop") -> list[str]:
@@ -108,7 +101,9 @@ def test_train_spm_failure_leaves_nothing(tmp_path):
 
 @pytest.mark.parametrize("batch", [8192, 7])
 def test_encode_matches_reference(tiny_model, monkeypatch, batch):
-    monkeypatch.setattr(psp.spm, "_ENCODE_BATCH", batch)  # 7: results joined across SP calls
+    monkeypatch.setattr(
+        psp.model.piece_encoder, "_ENCODE_BATCH", batch
+    )  # 7: results joined across SP calls
     sentences = synthetic_sentences(300, seed=1) + TRICKY
     for max_pieces in (None, 5):
         enc = PieceEncoder(tiny_model, max_pieces=max_pieces)

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from psp.evaluate import Sts17Evaluator, StsEvaluator, TatoebaEvaluator, combine_tables
+from psp.evaluate.markdown import MISSING, fmt
+from psp.evaluate.paper_tables import FLOOR_LABEL
 from psp.evaluate.results import TIDY_COLUMNS, read_table, tidy_eval_dir, write_rows
-from psp.evaluate.score_tables import FLOOR_LABEL
-from psp.evaluate.tables import MISSING, fmt
 from psp.io import InputError
 
 YEARS = ("STS12", "STS13")

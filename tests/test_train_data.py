@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from psp.hdf5 import PairBatch
+from psp.data.pairs_store import PairBatch
 from psp.train import EpochOrder, EpochStream, TrainConfig, megabatch_size_at, megabatch_windows
 
 BATCH, CAP = 128, 100

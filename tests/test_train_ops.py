@@ -8,10 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from psp.optim import DenseAdam, LazyAdam, fused_adam_rows_
 from psp.train import Bags, margin_loss, mine_negatives, pool, row_gradients, unique_rows
 from psp.train.kernels import adam_rows_, candidate_tolerance
 from psp.train.ops import sorted_row_gradients
+from psp.train.optim import DenseAdam, LazyAdam, fused_adam_rows_
 
 PRECISIONS = ["float32", "bfloat16"]
 
@@ -51,7 +51,7 @@ def test_bfloat16_mining_finds_the_float32_negatives_of_real_sentences(spm_path,
     """Sentence embeddings (a random table over real text: many near neighbours) mined with
     the bfloat16 product and with float32: the same negatives, or, where a choice differs, one
     of the same float32 cosine to within float32 rounding."""
-    from psp.spm import PieceEncoder
+    from psp.model.piece_encoder import PieceEncoder
 
     encoder = PieceEncoder(spm_path)
     ids, offsets = encoder.encode(news[:3000])
@@ -110,11 +110,11 @@ def test_cpu_row_gradients_give_the_sorted_sums_bits():
 
 
 def test_pool_forward_gives_the_inference_pooling_bits(spm_path, news):
-    """Training's pooling (torch, its own backward) and :func:`psp.pooling.mean_pool` (what
+    """Training's pooling (torch, its own backward) and :func:`psp.model.pooling.mean_pool` (what
     ``psp.load(dir).embed``, ``psp embed`` and ``psp score`` pool with) are one definition: the
     same bits for every sentence with a known piece; only inference zeroes the others."""
-    from psp.pooling import mean_pool
-    from psp.spm import PieceEncoder
+    from psp.model.piece_encoder import PieceEncoder
+    from psp.model.pooling import mean_pool
 
     encoder = PieceEncoder(spm_path)
     sentences = [*news[:500], "", "\ua66e\ua66e"]

@@ -55,7 +55,7 @@ def test_segments_stop_at_the_round_that_reaches_max_steps():
 
 
 def test_two_workers_learn_as_one_does(tiny, tmp_path):  # noqa: F811
-    from psp.model import PSPModel, load
+    from psp.model.torch_model import PSPModel, load
 
     init = PSPModel.from_spm(tiny["spm"], dim=32, seed=0)
     before = held_out_quality(init, tiny["held"])
@@ -111,7 +111,7 @@ def run_training(argv: list[str]) -> subprocess.CompletedProcess:
 
 
 def test_killed_parallel_training_takes_its_workers_along_and_resumes(tiny, tmp_path):  # noqa: F811
-    from psp.model import load
+    from psp.model.torch_model import load
 
     run_training(train_args(tiny, tmp_path / "a", tmp_path / "wa"))
     state = tmp_path / "wb" / "checkpoints" / "state.json"
@@ -154,7 +154,7 @@ def run_ranks(script: str, *args: str, size: int = 2) -> str:
 def test_two_ranks_train_the_files_and_the_quality_of_one(tiny, tmp_path):  # noqa: F811
     """Two ranks of ``psp train`` started by torchrun (gloo, one worker each): rank 0 writes
     what a one-rank run writes, rank 1 nothing, and the model learns as well."""
-    from psp.model import load
+    from psp.model.torch_model import load
 
     run_training(train_args(tiny, tmp_path / "one", tmp_path / "w1", workers=1))
     run_ranks(*train_args(tiny, tmp_path / "two", tmp_path / "w2", workers=1))
@@ -217,10 +217,10 @@ def test_world_comes_from_torchrun_or_srun_and_one_task_is_no_world():
 def test_a_workflow_job_of_two_tasks_trains_as_two_ranks(tiny, shared_data, tmp_path):  # noqa: F811
     """``launch_train_job`` with ``tasks: 2`` and no launcher: two local ranks from the job
     file, rank 0 selecting epochs on STS-B dev; the files and the steps of a one-task job."""
-    from psp import workflow_config as wc
-    from psp.workflow_train import TrainJob, launch_train_job
+    from psp.workflow import jobs
+    from psp.workflow.train_job import TrainJob, launch_train_job
 
-    stsb = [str(p) for p in wc.mirror_files(shared_data, "sts/stsb")]
+    stsb = [str(p) for p in jobs.mirror_files(shared_data, "sts/stsb")]
     for tasks in (1, 2):
         cfg = parallel_config(workers=1, threads=1, select_best=True, epochs=3)
         job = TrainJob(

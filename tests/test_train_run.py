@@ -45,8 +45,8 @@ def _read_pairs(shared: Path, n: int) -> list[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def tiny(shared_data, tmp_path_factory):
     """3k real es-en training pairs in HDF5, a 300-piece SentencePiece model, held-out pairs."""
-    from psp.hdf5 import write_pairs
-    from psp.spm import train_spm
+    from psp.data.pairs_store import write_pairs
+    from psp.data.spm_training import train_spm
 
     root = tmp_path_factory.mktemp("tiny")
     pairs = _read_pairs(shared_data, N_TRAIN + N_HELD)
@@ -87,7 +87,7 @@ def held_out_quality(model, pairs: list[tuple[str, str]], batch: int = 128) -> d
 
 
 def test_training_improves_held_out_loss_and_retrieval(tiny, tmp_path):
-    from psp.model import PSPModel, load
+    from psp.model.torch_model import PSPModel, load
 
     cfg = tiny_config(epochs=5)
     init = PSPModel.from_spm(tiny["spm"], dim=cfg.dim, seed=cfg.seed)
@@ -110,7 +110,7 @@ def test_training_improves_held_out_loss_and_retrieval(tiny, tmp_path):
 
 
 def test_pair_weighting_training_improves_held_out_retrieval(tiny, tmp_path):
-    from psp.model import PSPModel, load
+    from psp.model.torch_model import PSPModel, load
 
     cfg = tiny_config(epochs=5, loss="pair_weighting")
     init = PSPModel.from_spm(tiny["spm"], dim=cfg.dim, seed=cfg.seed)

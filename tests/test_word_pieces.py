@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from psp.spm import PieceEncoder, model_text, spm_settings, train_spm
-from psp.word_pieces import WordPieces, cache_is_exact, pieces_arrays
+from psp.data.spm_training import spm_settings, train_spm
+from psp.model.piece_encoder import PieceEncoder, model_text
+from psp.model.word_pieces import WordPieces, cache_is_exact, pieces_arrays
 
 PAIRS = ("ar", "de", "es", "fr", "ru", "tr", "zh")
 

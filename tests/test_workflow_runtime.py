@@ -10,7 +10,7 @@ PROBE = textwrap.dedent(
     """
     import os, threading, time
     import faiss, numpy as np, torch
-    from psp.workflow_runtime import limit_threads
+    from psp.workflow.runtime import limit_threads
 
     limit_threads({threads})
     peak = 0

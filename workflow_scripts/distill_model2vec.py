@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from psp.evaluate.peers import distill_model2vec
-from psp.workflow_runtime import setup
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 distill_model2vec(snakemake.wildcards.source, Path(snakemake.output.card).parent)

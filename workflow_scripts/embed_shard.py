@@ -4,7 +4,7 @@ from pathlib import Path
 
 import psp
 from psp.mine import check_model_languages, embed_shard, load_plan
-from psp.workflow_runtime import setup
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 model_dir = Path(snakemake.input.config).parent

@@ -1,7 +1,7 @@
 """Rule encode_hdf5: clean pairs → shuffled piece ids in the HDF5 training layout."""
 
-from psp.hdf5 import write_pairs
-from psp.workflow_runtime import setup
+from psp.data.pairs_store import write_pairs
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 write_pairs(

@@ -2,11 +2,12 @@
 
 from pathlib import Path
 
-from psp import workflow_config as wc
 from psp.evaluate import Sts17Evaluator, StsEvaluator, TatoebaEvaluator, evaluate_embedder
+from psp.evaluate.harness import eval_files
 from psp.evaluate.peers import load_embedder
 from psp.evaluate.results import write_rows
-from psp.workflow_runtime import setup
+from psp.workflow.jobs import staged_root
+from psp.workflow.runtime import setup
 
 
 def embedder_spec(inputs, peer: str | None) -> str:
@@ -28,7 +29,7 @@ setup(snakemake)
 sets = snakemake.params.eval_sets
 evaluate_embedder(
     load_embedder(embedder_spec(snakemake.input, snakemake.params.get("peer"))),
-    wc.staged_root(snakemake.input.data, wc.eval_files(Path(), sets)),
+    staged_root(snakemake.input.data, eval_files(Path(), sets)),
     Path(snakemake.output.tables).parent,
     sts=sets["sts"],
     sts17_tracks=sets["sts17"],

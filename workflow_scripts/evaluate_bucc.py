@@ -3,21 +3,21 @@
 from pathlib import Path
 
 import psp
-from psp import workflow_config as wc
 from psp.mine import MineConfig
 from psp.mine.bucc import BuccData, run_bucc
-from psp.workflow_runtime import setup
+from psp.workflow import jobs
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 entry = snakemake.params.job["entry"]
 pair = snakemake.wildcards.bucc
-data_root = wc.staged_root(
-    snakemake.input.data, wc.refs_files(Path(), wc.bucc_refs(entry), pair.split("-"))
+data_root = jobs.staged_root(
+    snakemake.input.data, jobs.refs_files(Path(), jobs.bucc_refs(entry), pair.split("-"))
 )
 run_bucc(
     psp.load(Path(snakemake.input.config).parent),
     data_root,
     Path(snakemake.output.metrics).parent,
     cfg=MineConfig.from_dict(snakemake.params.job["mine"]),
-    data=BuccData(**wc.bucc_data(entry, pair)),
+    data=BuccData(**jobs.bucc_data(entry, pair)),
 )

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from psp.export import export_model
-from psp.workflow_runtime import setup
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 export_model(

@@ -2,14 +2,14 @@
 
 from pathlib import Path
 
-from psp import workflow_config as wc
-from psp.prepare import prepare_pairs
-from psp.workflow_runtime import setup
+from psp.data.prepare import prepare_pairs
+from psp.workflow import jobs
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 job = snakemake.params.job
 prepare_pairs(
-    wc.staged_root(snakemake.input, wc.refs_files(Path(), job["corpora"], job["languages"])),
+    jobs.staged_root(snakemake.input, jobs.refs_files(Path(), job["corpora"], job["languages"])),
     model_type=job["type"],
     corpora=job["corpora"],
     languages=job["languages"],

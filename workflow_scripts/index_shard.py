@@ -4,7 +4,7 @@ from pathlib import Path
 
 from psp.mine import fill_index
 from psp.mine.index import write_no_index
-from psp.workflow_runtime import setup
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 if Path(snakemake.input.trained).stat().st_size == 0:  # the pair is searched exactly

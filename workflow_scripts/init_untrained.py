@@ -7,9 +7,9 @@ attributes the trainer falls back to.
 
 from pathlib import Path
 
-from psp.model import PSPModel
+from psp.model.torch_model import PSPModel
 from psp.train import TrainConfig
-from psp.workflow_runtime import setup
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 cfg = TrainConfig.from_dict(snakemake.params.train)

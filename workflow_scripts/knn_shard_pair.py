@@ -1,7 +1,7 @@
 """Rule knn_shard_pair: top-k neighbours both ways between one source and one target shard."""
 
 from psp.mine import knn_shard_pair, load_lists, load_plan
-from psp.workflow_runtime import setup
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 knn_shard_pair(

@@ -1,7 +1,7 @@
 """Rule mine_text: one side's monolingual text → filtered sentences as a sharded text + its plan."""
 
-from psp.prepare import prepare_mining_side
-from psp.workflow_runtime import setup
+from psp.mine.plan import prepare_mining_side
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 job = snakemake.params.job

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from psp.model_card import write_model_card
-from psp.workflow_runtime import setup
+from psp.export.model_card import write_model_card
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 write_model_card(

@@ -1,14 +1,11 @@
 """Rule score_mined (the reduce step): merge shard-pair kNN, margin-score, write mined pairs."""
 
-from psp.mine import MineConfig, load_plan, reduce_parts, write_mined
-from psp.mine.bucc import mining_threshold
-from psp.workflow_runtime import setup
+from psp.mine import load_plan, reduce_parts, write_mined
+from psp.mine.bucc import config_with_threshold
+from psp.workflow.runtime import setup
 
 setup(snakemake)
-mine = dict(snakemake.params.mine)
-threshold = mine.pop("threshold")
-cfg = MineConfig.from_dict(mine)
-cfg.threshold, source = mining_threshold(threshold, cfg, snakemake.input.get("bucc"))
+cfg, source = config_with_threshold(snakemake.params.mine, snakemake.input.get("bucc"))
 src_plan, tgt_plan = load_plan(snakemake.input.src_plan), load_plan(snakemake.input.tgt_plan)
 fwd, bwd = reduce_parts(snakemake.input.knn, cfg.k, src_plan, tgt_plan)
 write_mined(

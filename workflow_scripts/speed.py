@@ -4,7 +4,7 @@ from pathlib import Path
 
 from psp.evaluate.speed import encoder_table, measure_speed, speed_sentences
 from psp.report.figures import plot_speed_quality
-from psp.workflow_runtime import setup
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 # Model directories and the evaluation root are where the (possibly staged) input files are.

@@ -3,11 +3,12 @@
 import json
 from pathlib import Path
 
-from psp import workflow_config as wc
-from psp.corpora import iter_pairs
+from psp.data.corpora import iter_pairs
+from psp.data.spm_training import spm_settings
 from psp.io import atomic_open
-from psp.spm import PieceEncoder, spm_settings
-from psp.workflow_runtime import setup
+from psp.model.piece_encoder import PieceEncoder
+from psp.workflow import jobs
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 languages = snakemake.params.languages
@@ -20,7 +21,7 @@ encoder = PieceEncoder(snakemake.input.model)
 sentences = {lang: {} for lang in languages}
 corpora = {lang: [] for lang in languages}
 if heldout:
-    root = wc.staged_root(snakemake.input.heldout, wc.refs_files(Path(), heldout, languages))
+    root = jobs.staged_root(snakemake.input.heldout, jobs.refs_files(Path(), heldout, languages))
     for corpus in heldout:
         for lang in dict.fromkeys(languages):
             corpora[lang].append(corpus)

@@ -2,7 +2,7 @@
 
 from psp.mine import IndexConfig, load_plan, train_index, uses_ivf
 from psp.mine.index import write_no_index
-from psp.workflow_runtime import setup
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 cfg = IndexConfig.from_dict(snakemake.params.index)

@@ -1,13 +1,13 @@
 """Rule train_model: HDF5 pairs → model directory; resumes from the last checkpoint after a crash.
 
 ``resources.tasks`` > 1 trains as that many ranks, started by ``resources.mpi`` (``srun``) or as
-local processes (psp.workflow_train)."""
+local processes (psp.workflow.train_job)."""
 
 from pathlib import Path
 
 from psp.train import TrainConfig
-from psp.workflow_runtime import setup
-from psp.workflow_train import TrainJob, launch_train_job
+from psp.workflow.runtime import setup
+from psp.workflow.train_job import TrainJob, launch_train_job
 
 setup(snakemake)
 job = snakemake.params.job

@@ -1,7 +1,7 @@
 """Rule train_sentencepiece: one unigram model over both (normalised) sides of the clean pairs."""
 
-from psp.spm import spm_settings, train_spm_from_pairs
-from psp.workflow_runtime import setup
+from psp.data.spm_training import spm_settings, train_spm_from_pairs
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 train_spm_from_pairs(

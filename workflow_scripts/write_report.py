@@ -1,8 +1,8 @@
 """Rule report: results/report.md, results.md and tables/results.csv from every other rule's outputs."""
 
-from psp.compare_losses import trainings
 from psp.report import ReportInputs, write_report
-from psp.workflow_runtime import setup
+from psp.report.compare_losses import trainings
+from psp.workflow.runtime import setup
 
 setup(snakemake)
 inputs = snakemake.input

@@ -1,7 +1,7 @@
 """``psp convert-original``: import an original released P-SP checkpoint.
 
-Unpickles the checkpoint (the original format needs it; see :mod:`psp.convert`), so use it only
-on files from a source you trust. The result is an ordinary pickle-free model directory.
+Unpickles the checkpoint (the original format needs it; see :mod:`psp.model.original`), so use it
+only on files from a source you trust. The result is an ordinary pickle-free model directory.
 
 Example:
     psp convert-original model.para.lc.100.pt paranmt.model results/models/paranmt-original
@@ -19,7 +19,7 @@ HELP = "convert an original P-SP checkpoint (.pt + SentencePiece model) to a mod
 
 
 def run(args: argparse.Namespace) -> int:
-    from psp.convert import convert_original
+    from psp.model.original import convert_original
 
     convert_original(args.ckpt, args.spm, args.out_dir, float16=args.float16)
     return 0

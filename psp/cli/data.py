@@ -13,7 +13,7 @@ from psp.cli.options import input_file, non_negative_int, positive_float, positi
 from psp.io import FileRoles
 
 if TYPE_CHECKING:
-    from psp import sources
+    from psp.data import sources
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def _imported(chosen, out: Path) -> dict[str, Path]:
 
 def _download_roles(args: argparse.Namespace) -> FileRoles:
     """The downloads are written, then read to import them into ``--out``."""
-    from psp import sources
+    from psp.data import sources
 
     try:
         chosen = [s for prefix in args.prefixes for s in sources.select(prefix)]
@@ -82,7 +82,7 @@ def _download_roles(args: argparse.Namespace) -> FileRoles:
 
 def _import_roles(args: argparse.Namespace) -> FileRoles:
     """The downloaded files are read and imported into ``--out``."""
-    from psp import sources
+    from psp.data import sources
 
     source = sources.SOURCES.get(args.source)
     return FileRoles(
@@ -115,7 +115,7 @@ def _reported(func):
 
     @functools.wraps(func)
     def run(args: argparse.Namespace) -> int:
-        from psp import sources
+        from psp.data import sources
 
         try:
             return func(args)
@@ -127,7 +127,7 @@ def _reported(func):
 
 
 def _list(args: argparse.Namespace) -> int:
-    from psp import sources
+    from psp.data import sources
 
     chosen = sources.select(args.prefix) if args.prefix else sources.SOURCES.values()
     for source in chosen:
@@ -136,7 +136,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _download(args: argparse.Namespace) -> int:
-    from psp import sources
+    from psp.data import sources
 
     chosen = [s for prefix in args.prefixes for s in sources.select(prefix)]
     for source in chosen:
@@ -154,7 +154,7 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from psp import sources
+    from psp.data import sources
 
     source = sources.SOURCES.get(args.source)
     if source is None:

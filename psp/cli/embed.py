@@ -7,8 +7,8 @@ overlaps pooling and writing (see :mod:`psp.cli.streaming`). The file is written
 output and renamed into place at the end, so a crash leaves no truncated array behind.
 
 The command never imports torch (about 2 s of CPU, as long as embedding 100,000 sentences):
-it reads the model with :func:`psp.pooling.load_table_model` and pools with
-:func:`psp.pooling.mean_pool`, the code ``psp.load(model).embed`` pools with too.
+it reads the model with :func:`psp.model.pooling.load_table_model` and pools with
+:func:`psp.model.pooling.mean_pool`, the code ``psp.load(model).embed`` pools with too.
 
 Example:
     psp embed --model results/models/es-en --input sents.txt --output embs.npy --threads 8
@@ -92,7 +92,7 @@ def embed_lines(
 
 
 def run(args: argparse.Namespace) -> int:
-    from psp.pooling import default_threads, load_table_model
+    from psp.model.pooling import default_threads, load_table_model
 
     model = load_table_model(args.model)
     threads = args.threads or default_threads()

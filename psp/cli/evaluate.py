@@ -19,7 +19,7 @@ HELP = "evaluate embedders (STS 2012-16, STS-B, STS17, Tatoeba)"
 
 
 def register(subparsers) -> None:
-    from psp.evaluate.sts17 import STS17_TRACKS
+    from psp.evaluate.sts import STS17_TRACKS
     from psp.evaluate.tatoeba import TATOEBA_LANGUAGES
 
     parser = subparsers.add_parser(
@@ -66,9 +66,9 @@ def register(subparsers) -> None:
 def file_roles(args: argparse.Namespace) -> FileRoles:
     """The embedders' files, the floor's tables and the evaluation sets are read; each
     embedder's tables and the side-by-side table written."""
+    from psp.evaluate.harness import eval_files
     from psp.evaluate.peers import spec_files
     from psp.evaluate.results import TABLES
-    from psp.workflow_config import eval_files
 
     read = [*(f"{table}.csv" for table in TABLES), "metrics.json"]  # of an evaluation folder
     out = Path(args.out)
@@ -102,8 +102,8 @@ def parse_embedders(values: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     from psp.evaluate.harness import evaluate_embedder
+    from psp.evaluate.paper_tables import combine_tables
     from psp.evaluate.peers import PeerUnavailable, load_embedder
-    from psp.evaluate.score_tables import combine_tables
     from psp.io import atomic_open
 
     if args.threads:

@@ -140,7 +140,7 @@ def build_config(args: argparse.Namespace):
 def side_fields(args: argparse.Namespace, path: str):
     """How one side's file is read: ``--text-field``, and ``--id-field`` where the file has
     fields (plain text has none, so a plain text side gets no id column)."""
-    from psp.sentence_files import Fields, format_of
+    from psp.data.sentence_files import Fields, format_of
 
     text = {"text": args.text_field} if hasattr(args, "text_field") else {}
     records = format_of(path).kind != "text"
@@ -158,9 +158,9 @@ def check_output_name(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import psp
+    from psp.data.sentence_files import check_file
     from psp.mine.pipeline import check_model_languages, mine_files
-    from psp.sentence_files import check_file
+    from psp.model.torch_model import load
 
     cfg = build_config(args)
     check_output_name(args)
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     fields = tuple(side_fields(args, path) for path in (args.src_file, args.tgt_file))
     for path, side in zip((args.src_file, args.tgt_file), fields, strict=True):
         check_file(path, side)
-    model = psp.load(args.model)
+    model = load(args.model)
     languages = None
     if args.src_lang:
         check_model_languages(model, args.src_lang, args.tgt_lang, args.model)

@@ -117,7 +117,7 @@ def input_file_or_stdin(text: str) -> str:
 def model_files(directory: str | os.PathLike | None, label: str) -> dict[str, str]:
     """The files a model directory is loaded from, each labelled ``LABEL FILE`` (for
     :class:`psp.io.FileRoles`): an output must not replace one of them."""
-    from psp.model_dir import MODEL_FILES
+    from psp.model.directory import MODEL_FILES
 
     if directory is None:
         return {}

@@ -35,7 +35,7 @@ def score_lines(model, path: str, out, *, batch_size: int, threads: int) -> int:
     """Score every line of ``path`` into the text stream ``out``; returns the number of pairs."""
     import numpy as np
 
-    from psp.pooling import row_cosines
+    from psp.model.pooling import row_cosines
 
     name = "<stdin>" if path == STDIN else path
     pooled = [np.empty((batch_size, model.dim), dtype=np.float32) for _ in range(2)]
@@ -65,7 +65,7 @@ def score_lines(model, path: str, out, *, batch_size: int, threads: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from psp.pooling import default_threads, load_table_model
+    from psp.model.pooling import default_threads, load_table_model
 
     model = load_table_model(args.model)
     threads = args.threads or default_threads()

@@ -2,7 +2,7 @@
 
 Both commands read and tokenise in the main thread while a second thread pools the previous
 batch and writes it out. SentencePiece's batch encode, scipy's sparse product (the pooling, see
-:mod:`psp.pooling`) and file writes all release the GIL, so with a free core the stages
+:mod:`psp.model.pooling`) and file writes all release the GIL, so with a free core the stages
 overlap and the slowest sets the pace instead of the sum of all of them. A bounded queue between
 the two keeps memory at a few batches whatever the input size.
 

@@ -40,7 +40,7 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--h5", required=True, type=input_path, help="training pairs (psp.hdf5 layout)"
+        "--h5", required=True, type=input_path, help="training pairs (psp.data.pairs_store layout)"
     )
     parser.add_argument(
         "--spm", required=True, type=input_path, help="SentencePiece model of the h5"

@@ -14,10 +14,15 @@ from __future__ import annotations
 
 from psp.evaluate.base import Embedder, Evaluator
 from psp.evaluate.harness import build_evaluators, evaluate_embedder
+from psp.evaluate.paper_tables import combine_tables
 from psp.evaluate.peers import PeerUnavailable, load_embedder, spec_label
-from psp.evaluate.score_tables import combine_tables
-from psp.evaluate.sts import StsbEvaluator, StsEvaluator
-from psp.evaluate.sts17 import STS17_COLUMNS, STS17_TRACKS, Sts17Evaluator
+from psp.evaluate.sts import (
+    STS17_COLUMNS,
+    STS17_TRACKS,
+    Sts17Evaluator,
+    StsbEvaluator,
+    StsEvaluator,
+)
 from psp.evaluate.tatoeba import TATOEBA_CODES, TATOEBA_LANGUAGES, TatoebaEvaluator
 
 __all__ = [

@@ -74,6 +74,16 @@ def correlations(predicted: np.ndarray, gold: np.ndarray) -> tuple[float, float]
     return 100 * float(pearson), 100 * float(spearman)
 
 
+def correlation_metrics(name: str, rows: Sequence[Row], key: str) -> dict[str, float]:
+    """``{name}_{row[key]}_pearson`` and ``..._spearman`` of each row: the flat keys of an
+    evaluator whose table has one correlation row per split or track."""
+    out = {}
+    for row in rows:
+        out[f"{name}_{row[key]}_pearson"] = row["pearson"]
+        out[f"{name}_{row[key]}_spearman"] = row["spearman"]
+    return out
+
+
 def mean(values: Iterable[float]) -> float:
     values = list(values)
     return float(np.mean(values)) if values else math.nan

@@ -1,4 +1,5 @@
-"""The full evaluation of one embedder: every configured benchmark, result files and tables.
+"""The full evaluation of one embedder: every configured benchmark, the files it reads, result
+files and tables.
 
 Writes into ``out_dir`` (each file atomically): ``sts.csv`` (STS 2012-16 and STS-B rows),
 ``sts17.csv``, ``tatoeba.csv``, ``metrics.json`` (flat metrics, embedding speed, what was
@@ -17,12 +18,12 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from psp.data.sources import SOURCES
 from psp.evaluate.base import EmbedderOrMap, Evaluator, embedder_for
+from psp.evaluate.paper_tables import combine_tables
 from psp.evaluate.results import TABLES, write_rows
-from psp.evaluate.score_tables import combine_tables
-from psp.evaluate.sts import StsbEvaluator, StsEvaluator
-from psp.evaluate.sts17 import STS17_TRACKS, Sts17Evaluator
-from psp.evaluate.tatoeba import TATOEBA_LANGUAGES, TatoebaEvaluator
+from psp.evaluate.sts import STS17_TRACKS, Sts17Evaluator, StsbEvaluator, StsEvaluator
+from psp.evaluate.tatoeba import TATOEBA_LANGUAGES, TatoebaEvaluator, tatoeba_code
 from psp.evaluate.timing import TimedEmbedder
 from psp.io import atomic_open
 
@@ -46,6 +47,21 @@ def build_evaluators(
     if not evaluators:
         raise ValueError("nothing to evaluate: STS is off and no STS17 track or Tatoeba language")
     return evaluators
+
+
+def eval_files(root: Path, sets: dict) -> list[Path]:
+    """The files the evaluators of :func:`build_evaluators` read from a mirror, for ``sets``:
+    ``{"sts": bool, "sts17": [track, ...], "tatoeba": [language, ...]}`` (what
+    :func:`psp.workflow.jobs.eval_sets` gives a model)."""
+    files = []
+    if sets["sts"]:
+        files += [root / out for ref in ("sts/en", "sts/stsb") for out in SOURCES[ref].outputs]
+    if sets["sts17"]:
+        files += [root / "sts" / "sts17" / f"{track}.tsv" for track in sets["sts17"]]
+    for lang in sets["tatoeba"]:
+        code = tatoeba_code(lang)[1]
+        files += [root / "tatoeba" / f"tatoeba.{code}-eng.{side}" for side in (code, "eng")]
+    return files
 
 
 def evaluate_embedder(

@@ -58,10 +58,10 @@ class MTEBEncoder:
     def __init__(
         self, model_dir: str | os.PathLike, revision: str | None = None, *, device: str = "cpu"
     ):
-        import psp
+        from psp.model.torch_model import load
 
         self.model_dir = Path(model_dir)
-        self.model = psp.load(model_dir, device=device)
+        self.model = load(model_dir, device=device)
         self.revision = revision or self.model.encoder.sha256[:12]
 
     def encode(self, inputs: Iterable, **kwargs) -> np.ndarray:

@@ -38,8 +38,8 @@ STATIC_HINT = "pip install 'psp-mine[peers]'  (or: pip install model2vec tokenle
 #: The library each kind's loader imports: a benchmark imports it before timing a load, so the
 #: load time is the model's, not the library's import.
 BACKENDS = {
-    "psp": "psp.pooling",
-    "original": "psp.convert",
+    "psp": "psp.model.pooling",
+    "original": "psp.model.original",
     "st": "sentence_transformers",
     "st-static": "sentence_transformers",
     "m2v": "model2vec",
@@ -184,12 +184,12 @@ def load_sentence_transformer(
 
 
 def load_original(ckpt: str, spm: str, device: str = "cpu") -> Embedder:
-    """An original P-SP checkpoint, converted by ``psp.convert`` and loaded as our model.
+    """An original P-SP checkpoint, converted by ``psp.model.original`` and loaded as our model.
 
     The converted directory is temporary: ``psp.load`` keeps the weights in memory.
     """
-    from psp import load
-    from psp.convert import convert_original
+    from psp.model.original import convert_original
+    from psp.model.torch_model import load
 
     with temp_dir("psp-original") as tmp:
         convert_original(ckpt, spm, tmp)
@@ -218,10 +218,10 @@ def load_embedder(spec: str, device: str = "cpu", native_batch: bool = False) ->
         )
     if kind == "psp":
         if torch_device_is_cpu(device):
-            from psp.pooling import load_table_model
+            from psp.model.pooling import load_table_model
 
             return load_table_model(target)  # the same vectors as psp.load, without torch
-        from psp import load
+        from psp.model.torch_model import load
 
         return load(target, device=device)
     if kind == "original":
@@ -242,7 +242,7 @@ def load_embedder(spec: str, device: str = "cpu", native_batch: bool = False) ->
 def spec_files(spec: str) -> list[Path]:
     """The local files an embedder spec reads (none for a name looked up in a cache), so that a
     command writing next to them can refuse to replace one."""
-    from psp.model_dir import MODEL_FILES
+    from psp.model.directory import MODEL_FILES
 
     kind, _, target = spec.partition(":")
     if kind == "psp":

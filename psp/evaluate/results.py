@@ -5,7 +5,7 @@ rows, written by :func:`write_rows`) and ``metrics.json``. :func:`tidy_eval_dir`
 into one long frame with one row per model x benchmark x task x metric (:data:`TIDY_COLUMNS`);
 :func:`collect_results` stacks the frames of a whole run (trained models, their untrained
 floors, peers). Every table of an evaluation's ``tables.md`` and of the run's report is rendered
-from such a frame by :mod:`psp.evaluate.tables`, and the run's frame is ``results.csv``.
+from such a frame by :mod:`psp.evaluate.markdown`, and the run's frame is ``results.csv``.
 """
 
 from __future__ import annotations

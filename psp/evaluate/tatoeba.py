@@ -15,7 +15,7 @@ import numpy as np
 
 from psp.evaluate.base import EmbedderOrMap, Evaluator, Row, embedder_for, encode, mean
 from psp.evaluate.readers import read_aligned, require_dir
-from psp.pooling import normalize_rows
+from psp.model.pooling import normalize_rows
 
 #: ISO 639-1 code -> Tatoeba (ISO 639-3 as used by the LASER test set) for the paper's languages
 #: and a few neighbours. Languages without an ISO 639-1 code are given by their Tatoeba code.

@@ -126,8 +126,8 @@ def export_model(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, li
 
     Every file is written atomically; the card comes last, so a directory with a card is whole.
     """
-    from psp.model_card import export_card
-    from psp.model_dir import read_model_dir
+    from psp.export.model_card import export_card
+    from psp.model.directory import read_model_dir
 
     if library not in LIBRARIES:
         raise ValueError(f"unknown library {library!r}; expected one of {', '.join(LIBRARIES)}")

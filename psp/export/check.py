@@ -40,7 +40,8 @@ def mirror_lines(data_root: str | os.PathLike, languages: Sequence[str]) -> list
 
 
 def compare_ids(model_dir: str | os.PathLike, tokenizer, lines: Sequence[str]) -> dict:
-    """SentencePiece's ids (on :func:`psp.spm.model_text` text) against ``tokenizer``'s.
+    """SentencePiece's ids (on :func:`psp.model.piece_encoder.model_text` text) against
+    ``tokenizer``'s.
 
     Returns ``lines``, ``identical``, ``share`` and ``exceptions``: each differing line with
     both piece sequences and ``same_pieces`` (the same pieces in another order, e.g. a tie
@@ -48,8 +49,8 @@ def compare_ids(model_dir: str | os.PathLike, tokenizer, lines: Sequence[str]) -
     """
     import sentencepiece
 
-    from psp.model_dir import read_model_dir
-    from psp.spm import model_text
+    from psp.model.directory import read_model_dir
+    from psp.model.piece_encoder import model_text
 
     config, encoder, _ = read_model_dir(model_dir)
     processor = sentencepiece.SentencePieceProcessor(model_proto=encoder.model_bytes)
@@ -76,7 +77,7 @@ def compare_ids(model_dir: str | os.PathLike, tokenizer, lines: Sequence[str]) -
 
 def psp_vectors(model_dir: str | os.PathLike, lines: Sequence[str]) -> np.ndarray:
     """``psp embed``'s rows for ``lines`` (the same code path, without the file)."""
-    from psp.pooling import load_table_model
+    from psp.model.pooling import load_table_model
 
     model = load_table_model(model_dir)
     ids, offsets = model.encoder.encode(list(lines))

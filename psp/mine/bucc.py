@@ -29,6 +29,7 @@ own model's dev task chose.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -39,16 +40,13 @@ from pathlib import Path
 import numpy as np
 
 from psp.io import InputError, atomic_open, atomic_path, read_lines
-from psp.mine.config import DEFAULT_THRESHOLDS, MineConfig, PairFilterConfig
+from psp.mine.config import AUTO_THRESHOLD, DEFAULT_THRESHOLDS, MineConfig, PairFilterConfig
 from psp.mine.pair_filters import KEPT, REASONS, filter_reasons
 from psp.mine.pipeline import all_candidates, mine_texts
 
 log = logging.getLogger(__name__)
 
 Gold = set[tuple[int, int]]
-
-#: A mining threshold taken from data: the dev optimum of the pair's BUCC-style evaluation.
-AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -495,6 +493,18 @@ def _removed_by_kind(reasons, i, j, gold: Gold) -> dict[str, dict[str, int]]:
     }
 
 
+def config_with_threshold(
+    entry: dict, bucc_json: str | os.PathLike | None = None
+) -> tuple[MineConfig, dict]:
+    """The :class:`MineConfig` of a pair's mining settings whose ``threshold`` may be ``auto``,
+    with the threshold resolved by :func:`mining_threshold`, and where it came from."""
+    settings = dict(entry)
+    threshold = settings.pop("threshold", AUTO_THRESHOLD)
+    cfg = MineConfig.from_dict(settings)
+    value, source = mining_threshold(threshold, cfg, bucc_json)
+    return dataclasses.replace(cfg, threshold=value), source
+
+
 def mining_threshold(
     threshold: float | str, cfg: MineConfig, bucc_json: str | os.PathLike | None = None
 ) -> tuple[float, dict]:
@@ -505,7 +515,7 @@ def mining_threshold(
     score is on the same scale), or, for a pair without one, the fixed default of the margin
     (:data:`DEFAULT_THRESHOLDS`: 1.06 for ``ratio``, the cut LASER used for CCMatrix).
     """
-    if threshold != AUTO:
+    if threshold != AUTO_THRESHOLD:
         return float(threshold), {"from": "config"}
     if bucc_json is None:
         return DEFAULT_THRESHOLDS[cfg.margin], {

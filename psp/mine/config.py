@@ -23,6 +23,9 @@ MINING_ENTRY = "#/properties/mining/additionalProperties"
 # the ratio margin; the other two are the same cut expressed roughly in their units (cosine minus
 # neighbourhood mean ~0.04; raw cosine ~0.8). Tune on the BUCC-style dev task (psp.mine.bucc).
 DEFAULT_THRESHOLDS = {"ratio": 1.06, "distance": 0.04, "absolute": 0.8}
+#: The workflow's ``threshold`` that is taken from data: the dev optimum of the pair's BUCC-style
+#: evaluation (:func:`psp.mine.bucc.mining_threshold`).
+AUTO_THRESHOLD = "auto"
 
 
 # The keys of the workflow's entry that say what to mine and how the input sides are read and

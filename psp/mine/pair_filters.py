@@ -5,7 +5,7 @@ LASER pipelines clean such bitext before training on it. The filters of
 :class:`~psp.mine.config.PairFilterConfig` run over the scored pairs, best score first, in the
 order of :data:`REASONS`; a pair is counted once, under the first filter that removes it:
 
-1. ``same_text``: both sides are the same text after :func:`~psp.filters.text.dedup_key`
+1. ``same_text``: both sides are the same text after :func:`~psp.data.filters.text.dedup_key`
    (an untranslated copy, or numbers and punctuation alone);
 2. ``copy``: more than ``max_overlap`` of the shorter side's words (tokens holding a letter,
    normalised as for dedup) occur in the other side: a copy with a few words changed;
@@ -14,9 +14,9 @@ order of :data:`REASONS`; a pair is counted once, under the first filter that re
    ``max_length_ratio``;
 4. ``score_too_high``: a score above ``max_score``;
 5. ``duplicate``: a better-scoring pair kept has the same two texts;
-6. ``near_duplicate``: one has the same two :func:`~psp.filters.text.dedup_key` keys;
+6. ``near_duplicate``: one has the same two :func:`~psp.data.filters.text.dedup_key` keys;
 7. ``src_language``, ``tgt_language``: langid.py (the data stage's model, all its languages:
-   :func:`~psp.filters.language.load_identifier`) finds the side in the pair's other language,
+   :func:`~psp.data.filters.language.load_identifier`) finds the side in the pair's other language,
    an untranslated copy. Not the data stage's rule (the side's own language with probability
    0.5): on the mining tasks' gold pairs langid.py names a close relative for short headlines
    and names (Bulgarian or Macedonian for Russian, Galician or Catalan for Spanish), so that
@@ -36,8 +36,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from psp.filters.dedup import hash64
-from psp.filters.text import clean_text, dedup_key, ngram_overlap
+from psp.data.filters.dedup import hash64
+from psp.data.filters.text import clean_text, dedup_key, ngram_overlap
 from psp.io import InputError
 from psp.mine.config import PairFilterConfig
 
@@ -161,7 +161,7 @@ def _remove_later_copies(rows: np.ndarray, keys: Sequence[str], remove) -> None:
 
 def _check_languages(rows, sides, languages, remove) -> None:
     """``remove`` the rows whose source, then target, side is in the other side's language."""
-    from psp.filters.language import load_identifier
+    from psp.data.filters.language import load_identifier
 
     identifier = load_identifier(None)
     for texts, other, reason in zip(
@@ -181,7 +181,7 @@ def removed_counts(reasons: np.ndarray) -> dict[str, int]:
 
 def check_languages_known(languages: Sequence[str]) -> None:
     """Refuse, before any work, a pair language the language check cannot identify."""
-    from psp.filters.language import check_codes
+    from psp.data.filters.language import check_codes
 
     try:
         check_codes(languages)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from psp.data.sentence_files import Fields
 from psp.io import InputError, atomic_open, temp_dir
 from psp.mine.config import MineConfig, PairFilterConfig
 from psp.mine.index import KNN, fill_index, load_lists, train_index, uses_ivf
@@ -30,8 +31,7 @@ from psp.mine.plan import ShardPlan, load_plan, shard_text_file
 from psp.mine.reduce import reduce_parts
 from psp.mine.shards import embed_shard
 from psp.mine.workdir import claimed, fingerprint
-from psp.model_dir import MODEL_FILES
-from psp.sentence_files import Fields
+from psp.model.directory import MODEL_FILES
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ def mine_files(
     provenance: bool = False,
     out_format: Format = "tsv",
 ) -> dict:
-    """Mine two corpus files (text, JSON Lines or Parquet: :mod:`psp.sentence_files`, read
+    """Mine two corpus files (text, JSON Lines or Parquet: :mod:`psp.data.sentence_files`, read
     through their ``fields``, source and target) into ``out_path``; returns the stats dict.
 
     ``work_dir`` None uses ``<output>.work``, the run's own: removed after success, kept after a

@@ -1,11 +1,13 @@
 """A side's mining text, cut into shards once: the shard plan.
 
-The step that prepares a side's text writes it as one gzip member per shard and records, in a
-small JSON file beside it, the line count, each shard's line range and byte range, and checksums.
-Every later job reads the plan instead of the text: an embedding job seeks to its shard's member
-and decompresses only that; kNN and reduce jobs take row counts and offsets from the plan. So no
-job's work grows with the size of the other shards, which is what lets a 100 × 100 shard grid run
-as 10,000 small jobs instead of 10,000 passes over the corpus.
+The step that prepares a side's text (:func:`prepare_mining_side` in the workflow, the side's
+files through the sentence filters; :func:`shard_text_file` for ``psp mine``, the file as it is)
+writes it as one gzip member per shard and records, in a small JSON file beside it, the line
+count, each shard's line range and byte range, and checksums. Every later job reads the plan
+instead of the text: an embedding job seeks to its shard's member and decompresses only that;
+kNN and reduce jobs take row counts and offsets from the plan. So no job's work grows with the
+size of the other shards, which is what lets a 100 × 100 shard grid run as 10,000 small jobs
+instead of 10,000 passes over the corpus.
 
 A concatenation of gzip members is itself a valid gzip file, so the text stays readable with
 ``zcat`` and ``gzip.open`` (the reduce step reads it that way to print the mined sentences).
@@ -18,12 +20,14 @@ import hashlib
 import json
 import os
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from psp.io import InputError, atomic_open, atomic_path
-from psp.sentence_files import Fields, Record, iter_records
+from psp.data.prepare import prepare_sentences
+from psp.data.sentence_files import Fields, Record, iter_records
+from psp.io import InputError, atomic_open, atomic_path, iter_lines, scratch_dir
 
 PLAN_VERSION = 1
 
@@ -164,7 +168,7 @@ def shard_text_file(
     fields: Fields = Fields(),
     out_origins: str | os.PathLike | None = None,
 ) -> ShardPlan:
-    """Re-write a corpus file (text, JSON Lines or Parquet, see :mod:`psp.sentence_files`) as a
+    """Re-write a corpus file (text, JSON Lines or Parquet, see :mod:`psp.data.sentence_files`) as a
     sharded text and its plan.
 
     Lines holding nothing but whitespace are left out and counted in the plan: embedded, they
@@ -202,6 +206,45 @@ def shard_text_file(
         )
     save_plan(plan, out_plan)
     return plan
+
+
+def prepare_mining_side(
+    files: Sequence[str | os.PathLike],
+    *,
+    lang: str,
+    filters: dict[str, Any],
+    n_shards: int,
+    out_text: str | os.PathLike,
+    out_plan: str | os.PathLike,
+    out_stats: str | os.PathLike,
+    workers: int = 1,
+    text_field: str = Fields.text,
+) -> ShardPlan:
+    """One side of a mining run: ``files`` (text, one sentence a line, or JSON Lines and Parquet
+    with the sentence under ``text_field``; read in order) → filtered sentences as a sharded
+    text plus its shard plan.
+
+    Exactly ``n_shards`` shards, as the workflow's DAG expects (with fewer lines than shards some
+    are empty, and their jobs are trivial).
+    """
+    out_text = Path(out_text)
+    out_text.parent.mkdir(parents=True, exist_ok=True)
+    with scratch_dir(out_text) as tmp:
+        filtered = tmp / "filtered.txt.gz"
+        stats = prepare_sentences(
+            None,
+            refs=files,
+            lang=lang,
+            filters=filters,
+            out_text=filtered,
+            out_stats=out_stats,
+            workers=workers,
+            fields=Fields(text=text_field),
+        )
+        lines = (line for _, line in iter_lines(filtered))
+        return write_sharded_text(
+            lines, stats["kept"], n_shards=n_shards, out_text=out_text, out_plan=out_plan
+        )
 
 
 def save_plan(plan: ShardPlan, path: str | os.PathLike) -> None:

@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from psp.io import InputError, atomic_path, iter_batches
 from psp.mine.plan import ShardPlan, read_shard_lines
-from psp.pooling import normalize_rows
+from psp.model.pooling import normalize_rows
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@ peers, with the training curves and mining results (``results/report.md``), the 
 the results page (``results/results.md``, copied to ``docs/results.md``) and every score as one
 tidy CSV.
 
-- :mod:`psp.report.run_tables`: the tables of the data, mining and speed stages (Tables 1, 1b,
-  mining quality, 5); Tables 2-4 come from :mod:`psp.evaluate.score_tables`, as in an
+- :mod:`psp.report.stage_tables`: the tables of the data, mining and speed stages (Tables 1, 1b,
+  mining quality, 5); Tables 2-4 come from :mod:`psp.evaluate.paper_tables`, as in an
   evaluation's ``tables.md``;
 - :mod:`psp.report.figures`: the speed-quality plot and the sections showing other rules'
   figures (learning curves, score histograms, mined samples);

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from psp.evaluate.tables import escape, markdown, relative
+from psp.evaluate.markdown import escape, markdown, relative
 from psp.io import atomic_path
-from psp.report.run_tables import read_json
+from psp.report.stage_tables import read_json
 
 TOP_PAIRS = 10
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from psp.compare_losses import Training, comparison_section
+from psp.evaluate.markdown import Table, render, select
+from psp.evaluate.paper_tables import score_tables
 from psp.evaluate.results import collect_results
-from psp.evaluate.score_tables import score_tables
-from psp.evaluate.tables import Table, render, select
 from psp.io import atomic_open
+from psp.report.compare_losses import Training, comparison_section
 from psp.report.figures import mining_section, training_section
-from psp.report.run_tables import bucc_table, data_tables, speed_table
+from psp.report.stage_tables import bucc_table, data_tables, speed_table
 
 FLOOR_NOTE = (
     "A cell `x (y)` gives the trained model's figure x and, in brackets, that of its untrained "
@@ -45,7 +45,7 @@ class ReportInputs:
     ``evals``, ``floors`` and ``peers`` are evaluations' ``metrics.json`` files, their CSVs
     beside; ``languages`` and ``corpora`` map each trained model to its configured languages
     and corpora; ``speed`` and ``speed_plot`` are Table 5's inputs where the run benchmarks;
-    ``loss_comparison`` the trainings of the objectives compared (:mod:`psp.compare_losses`).
+    ``loss_comparison`` the trainings of the objectives compared (:mod:`psp.report.compare_losses`).
     """
 
     evals: Sequence[Path]

@@ -126,7 +126,7 @@ def has_checkpoint(
     after a changed config starts clean instead of failing, while a crashed run of the same
     config resumes.
     """
-    from psp.hdf5 import PairReader
+    from psp.data.pairs_store import PairReader
 
     ckpt = Checkpointer(Path(work_dir))
     if not ckpt.meta.exists():

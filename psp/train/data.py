@@ -11,9 +11,9 @@ one at random would cost one HDF5 access per pair, so the permutation has two le
    blocks) and its pairs are permuted.
 
 Minibatches and mega-batches are therefore random subsets of the corpus that change every
-epoch; only the pairs of one block (already shuffled on disk by :mod:`psp.hdf5`) always meet
-in the same window. Memory holds the block permutation (``n / 64`` integers) and a window or
-two, whatever the corpus size.
+epoch; only the pairs of one block (already shuffled on disk by :mod:`psp.data.pairs_store`)
+always meet in the same window. Memory holds the block permutation (``n / 64`` integers) and a
+window or two, whatever the corpus size.
 """
 
 from __future__ import annotations

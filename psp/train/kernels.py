@@ -11,8 +11,8 @@ workers (:mod:`psp.train.parallel`) run them side by side on one shared table, u
 place as fastText and word2vec do (Hogwild: a row two workers update at once may lose part of
 one update, which sparse gradients make rare).
 
-CPU only; on other devices :mod:`psp.optim` and :mod:`psp.train.step` use torch ops for the same
-arithmetic.
+CPU only; on other devices :mod:`psp.train.optim` and :mod:`psp.train.step` use torch ops for
+the same arithmetic.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _adam_rows(weight, exp_avg, exp_avg_sq, rows, grad, constants):
 def adam_rows_(
     adam, rows: torch.Tensor, grad: torch.Tensor, *, grad_scale: float | torch.Tensor = 1.0
 ) -> None:
-    """One Adam step of rows ``rows`` (unique) of a :class:`psp.optim.LazyAdam`'s table and
+    """One Adam step of rows ``rows`` (unique) of a :class:`psp.train.optim.LazyAdam`'s table and
     moments, in place, at its step count ``adam.steps``.
 
     ``grad`` is ``(len(rows), dim)``, multiplied by ``grad_scale`` (gradient clipping) as it is

@@ -22,12 +22,12 @@ from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
 from psp.io import InputError
-from psp.optim import DenseAdam, LazyAdam
 from psp.train.bags import Bags
 from psp.train.checkpoint import Checkpointer, TrainState, data_identity, save_tensors
 from psp.train.config import TrainConfig, megabatch_size_at
 from psp.train.data import EpochOrder, EpochStream, megabatch_windows, prefetched
 from psp.train.log import TrainLog, plot_learning_curve
+from psp.train.optim import DenseAdam, LazyAdam
 from psp.train.selection import ModelScorer, improves, primary_score
 from psp.train.step import PhaseTimes, train_megabatch
 
@@ -48,8 +48,8 @@ class Trainer:
         evaluator: ModelScorer | None = None,
         on_step: Callable[[int], None] | None = None,
     ):
-        from psp.hdf5 import PairReader
-        from psp.model import PSPModel
+        from psp.data.pairs_store import PairReader
+        from psp.model.torch_model import PSPModel
 
         self.cfg, self.evaluator, self.on_step = cfg, evaluator, on_step
         self.h5_path, self.work_dir = Path(h5_path), Path(work_dir)

@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 
 from psp.train.bags import Bags, concat_bags
+from psp.train.negatives import MinedMegabatch
 from psp.train.ops import margin_loss
 
 if TYPE_CHECKING:
     from psp.train.config import TrainConfig
-    from psp.train.step import MinedMegabatch
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Hardest in-mega-batch negatives: one blocked similarity matmul per mega-batch.
+"""Hardest in-mega-batch negatives: one blocked similarity matmul per mega-batch, and the
+mega-batch that carries them to the objectives (:class:`MinedMegabatch`).
 
 It is most of a mega-batch's time (``2 n² dim`` flops, n = 12,800 pairs at M = 100). On CPUs
 with bfloat16 dot-product instructions (AVX512-BF16, AMX) the product runs in bfloat16 at
@@ -10,11 +11,25 @@ negatives are the float32 product's, up to ties at float32 precision, 3x sooner 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
+from psp.train.bags import Bags
+
 Precision = Literal["auto", "float32", "bfloat16"]
+
+
+@dataclass
+class MinedMegabatch:
+    """A mega-batch's pairs and, for each pair, the row of its hardest negative on each side
+    (``None`` for an objective that mines none)."""
+
+    src: Bags
+    tgt: Bags
+    neg_tgt: torch.Tensor | None = None
+    neg_src: torch.Tensor | None = None
 
 
 def bfloat16_is_fast(device: torch.device) -> bool:

@@ -1,8 +1,8 @@
 """The model's two differentiable pieces, mean pooling and the margin loss, with hand-written
 backward passes (fewer, larger kernels than autograd's on the CPU).
 
-:func:`pool` is training's pooling; inference pools with :func:`psp.pooling.mean_pool`. Without
-dropout the two give the same bits for every sentence with a known piece
+:func:`pool` is training's pooling; inference pools with :func:`psp.model.pooling.mean_pool`.
+Without dropout the two give the same bits for every sentence with a known piece
 (``tests/test_train_ops.py``); only inference zeroes a sentence with none. The backward of mean
 pooling is :func:`row_gradients`: the step pools straight from the table and hands the pooled
 rows' gradient to the optimizer, so no autograd graph reaches the table.

@@ -3,7 +3,7 @@
 The step pools the minibatch's sentences straight from the table, back-propagates the
 objective's loss (:mod:`psp.train.losses`) to the pooled embeddings only, turns that into the
 gradient of the rows used (:func:`psp.train.ops.row_gradients`, one pass) and hands
-``(rows, grad)`` to a row-sparse Adam (:mod:`psp.optim`), which updates the rows and their
+``(rows, grad)`` to a row-sparse Adam (:mod:`psp.train.optim`), which updates the rows and their
 moments where they live. With dropout the rows are gathered first and autograd reaches them
 through the dropped-out tokens.
 """
@@ -17,12 +17,12 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from psp.optim import DenseAdam, LazyAdam
 from psp.train.bags import Bags
 from psp.train.config import TrainConfig
 from psp.train.losses import loss_for
-from psp.train.negatives import mine_negatives
+from psp.train.negatives import MinedMegabatch, mine_negatives
 from psp.train.ops import embed_bags, pool, row_gradients
+from psp.train.optim import DenseAdam, LazyAdam
 
 
 @contextlib.contextmanager
@@ -69,17 +69,6 @@ class PhaseTimes:
 
     def to_dict(self) -> dict[str, float]:
         return {field.name: getattr(self, field.name) for field in fields(self)}
-
-
-@dataclass
-class MinedMegabatch:
-    """A mega-batch's pairs and, for each pair, the row of its hardest negative on each side
-    (``None`` for an objective that mines none)."""
-
-    src: Bags
-    tgt: Bags
-    neg_tgt: torch.Tensor | None = None
-    neg_src: torch.Tensor | None = None
 
 
 def train_step(

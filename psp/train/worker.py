@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from psp.optim import LazyAdam
 from psp.train.config import TrainConfig
 from psp.train.data import EpochOrder, EpochStream, prefetched
+from psp.train.optim import LazyAdam
 from psp.train.step import PhaseTimes, train_megabatch
 
 
@@ -127,7 +127,7 @@ def main() -> None:
     tasks = sys.stdin
     setup = json.loads(tasks.readline())
     try:
-        from psp.hdf5 import PairReader
+        from psp.data.pairs_store import PairReader
 
         torch.set_num_threads(setup["threads"])
         cfg = TrainConfig.from_dict(setup["cfg"])

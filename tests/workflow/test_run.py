@@ -113,7 +113,7 @@ def test_evaluation_tables(finished_run):
 
 def test_model_cards_carry_their_figures(finished_run):
     from psp.evaluate.results import tidy_eval_dir
-    from psp.model_card import split_card
+    from psp.export.model_card import split_card
 
     for model in ("en", "es-en", "untrained/es-en"):
         card = finished_run / "results/models" / model / "README.md"

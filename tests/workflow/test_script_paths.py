@@ -17,7 +17,7 @@ import re
 
 import pytest
 
-from psp.workflow_config import staged_root
+from psp.workflow.jobs import staged_root
 
 from .conftest import REPO
 
@@ -105,9 +105,9 @@ def params_paths(source: str, name: str = "<script>") -> list[str]:
         if func in PATH_BUILTINS:
             found += [label for arg in call.args if _tainted(arg, tainted, namespace)]
             continue
-        # psp.workflow_config maps config names to the layout; its paths are relative ones.
+        # psp.workflow.jobs maps config names to the layout; its paths are relative ones.
         module = getattr(func, "__module__", None) or ""
-        if not module.startswith("psp") or module == "psp.workflow_config":
+        if not module.startswith("psp") or module == "psp.workflow.jobs":
             continue
         try:
             signature = inspect.signature(func)
@@ -136,7 +136,7 @@ def test_a_path_from_params_is_found():
     source = """
 from pathlib import Path
 import psp
-from psp.prepare import prepare_pairs
+from psp.data.prepare import prepare_pairs
 from psp.train import train
 job = snakemake.params.job
 prepare_pairs(

@@ -15,8 +15,8 @@ import json
 import pytest
 import yaml
 
+from psp.data.sources import SOURCES, STS17_TRACKS, STS_DATASETS, upstream_via
 from psp.io import read_lines
-from psp.sources import SOURCES, STS17_TRACKS, STS_DATASETS, upstream_via
 from tests import upstream
 from tests.fileserver import serve
 

@@ -1,0 +1,314 @@
+"""The one tokenisation path shared by the training-pair store and inference: sentences to
+SentencePiece ids the way P-SP sees them.
+
+P-SP represents a sentence as the mean of its SentencePiece piece embeddings, so the exact id
+sequence a sentence maps to must be the same when the training pairs are stored and when a
+trained model embeds text. :class:`PieceEncoder` is that single path: :func:`model_text`
+(lowercase, delete Unicode format characters), encode, drop unknown pieces, map a sentence with
+no piece of text left to ``[unk_id]``, truncate. It returns flat ids plus offsets (the
+``nn.EmbeddingBag`` layout) and does its post-processing in vectorised numpy because it sits on
+the hot path of embedding. The models it reads are trained by :mod:`psp.data.spm_training`, on
+the same :func:`model_text` text.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import string
+import sys
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import sentencepiece as spm
+
+from psp.io import iter_batches
+from psp.model.word_pieces import WordPieces, cache_is_exact, pieces_arrays
+
+__all__ = [
+    "PieceEncoder",
+    "code_point_runs",
+    "deleted_characters",
+    "model_text",
+]
+
+# Sentences per SentencePiece call: its Python-list result costs ~36 bytes per id, so bounding
+# the batch bounds that transient memory whatever the caller passes.
+_ENCODE_BATCH = 8192
+
+
+# Arabic-script marks that writers add or leave out at will: the short vowels, tanwin, shadda and
+# sukun (U+064B-U+0652, U+0656-U+065F), the dagger alef (U+0670), the Quranic annotation signs and
+# the tatweel (U+0640, a stretch of the baseline). Tatoeba's Arabic is vocalised on 28 % of its
+# lines, the UN text on 28 %, XNLI on 17 %, TICO-19 on 59 %, each word now with and now without
+# them, so kept they split one word into several spellings and their pieces. The combining madda
+# and hamza (U+0653-U+0655) stay: NFKC composes them into letters (alef + hamza is U+0623).
+ARABIC_OPTIONAL_MARKS = (
+    0x0640,
+    *range(0x064B, 0x0653),
+    *range(0x0656, 0x0660),
+    0x0670,
+    *range(0x06D6, 0x06DD),
+    *range(0x06DF, 0x06E5),
+    0x06E7,
+    0x06E8,
+    *range(0x06EA, 0x06EE),
+)
+
+
+@functools.cache
+def _deleted_char_table() -> dict[int, None]:
+    """``str.translate`` table deleting every Unicode format character (category Cf) and the
+    Arabic optional marks.
+
+    Built on first use (0.2 s over all code points), not at import: most text never needs it.
+    """
+    format_chars = (cp for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)) == "Cf")
+    return dict.fromkeys(sorted({*format_chars, *ARABIC_OPTIONAL_MARKS}))
+
+
+@functools.cache
+def _deleted_char_pattern() -> re.Pattern:
+    """Whether a line holds a character :func:`model_text` deletes (a C scan, no copy)."""
+    return re.compile(_code_point_class(deleted_characters()))
+
+
+def code_point_runs(code_points: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted ``code_points`` as ``(first, last)`` runs of consecutive ones: how a regex
+    character class of them is written, here and in ``psp export``'s normaliser."""
+    runs: list[list[int]] = []
+    for cp in code_points:
+        if runs and cp == runs[-1][1] + 1:
+            runs[-1][1] = cp
+        else:
+            runs.append([cp, cp])
+    return [(a, b) for a, b in runs]
+
+
+def _code_point_class(code_points: Iterable[int]) -> str:
+    """A Python regex character class of ``code_points`` (sorted)."""
+    parts = (
+        f"\\U{a:08x}" + (f"-\\U{b:08x}" if b > a else "") for a, b in code_point_runs(code_points)
+    )
+    return "[" + "".join(parts) + "]"
+
+
+def deleted_characters() -> list[int]:
+    """The code points :func:`model_text` deletes, in order: what another tokenizer built from a
+    model (``psp export``) must delete too."""
+    return list(_deleted_char_table())
+
+
+def model_text(sentences: Sequence[str], lowercase: bool = True) -> list[str]:
+    """Lowercase, delete Unicode format characters (category Cf) and the Arabic optional marks:
+    the text a model sees.
+
+    Format characters steer rendering, not words: a soft hyphen (U+00AD) or zero-width space
+    (U+200B) inside a word would otherwise split it into other pieces and an unknown one, and
+    SentencePiece's NFKC turns some of them (U+200B, U+200C, U+FEFF, U+200E) into word breaks.
+    Zero-width (non-)joiners are deleted too: in Arabic-script text they choose glyph shapes or
+    mark a visual break inside one word, and writers use them inconsistently, so deleting them
+    gives the spellings with and without them the same pieces. The Arabic short vowels and
+    tatweel (:data:`ARABIC_OPTIONAL_MARKS`) are deleted for the same reason. Training
+    (:func:`psp.data.spm_training.train_spm`) and encoding (:meth:`PieceEncoder.encode`) both
+    call this, so they cannot disagree.
+
+    It sits on the hot path of embedding, so it spares lines without such a character the slow
+    ``str.translate``: an ASCII line has none (``isascii`` reads a flag), and a regex search
+    finds the others.
+    """
+    texts = [s.lower() for s in sentences] if lowercase else list(sentences)
+    needs = _deleted_char_pattern().search
+    table = _deleted_char_table()
+    return [t if t.isascii() or not needs(t) else t.translate(table) for t in texts]
+
+
+class PieceEncoder:
+    """Sentences → flat SentencePiece ids + offsets, the way P-SP sees them.
+
+    A sentence with no piece of text (empty, or only characters the model lacks, which leave
+    ``<unk>`` pieces and bare word boundaries ``▁``) maps to ``[unk_id]``: the ``<unk>`` row is
+    the one row no real text trains, whereas the ``▁`` row is a real piece (a boundary before a
+    word that starts with a piece of its own). :class:`psp.model.torch_model.PSPModel` embeds
+    such a sentence as the zero vector.
+
+    Args:
+        model: path to a ``.model`` file, or its bytes.
+        lowercase: apply ``str.lower`` first (P-SP models are trained on lowercased text).
+        max_pieces: keep at most this many pieces per sentence (after dropping unknowns).
+
+    Example:
+        >>> enc = PieceEncoder("results/spm/es-en.model")  # doctest: +SKIP
+        >>> ids, offsets = enc.encode(["Hello world.", ""])  # doctest: +SKIP
+        >>> ids[offsets[1] : offsets[2]]  # the empty sentence  # doctest: +SKIP
+        array([0], dtype=int32)
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike | bytes,
+        lowercase: bool = True,
+        max_pieces: int | None = None,
+    ) -> None:
+        if isinstance(model, bytes | bytearray):
+            self.model_bytes = bytes(model)
+        else:
+            self.model_bytes = Path(model).read_bytes()
+        if max_pieces is not None and max_pieces < 1:
+            raise ValueError(f"max_pieces must be >= 1 or None, got {max_pieces}")
+        self._sp = spm.SentencePieceProcessor(model_proto=self.model_bytes)
+        self.lowercase = lowercase
+        self.max_pieces = max_pieces
+        self.vocab_size: int = self._sp.get_piece_size()
+        self.unk_id: int = self._sp.unk_id()
+        # Ids that carry no text of their own: <unk>, the filler of a sentence with no known
+        # piece, and a bare word boundary, what is left of a word of unknown characters.
+        self.boundary_id: int = self._sp.piece_to_id("\u2581")
+        self.textless_ids = np.unique(np.array([self.unk_id, self.boundary_id], dtype=np.int32))
+        self.sha256: str = hashlib.sha256(self.model_bytes).hexdigest()
+        self._words = WordPieces(self._sp) if cache_is_exact(self.model_bytes) else None
+
+    def pieces(self) -> list[str]:
+        """Piece strings by id (row ``i`` of an embedding table is piece ``i``)."""
+        return [self._sp.id_to_piece(i) for i in range(self.vocab_size)]
+
+    def encode(
+        self, sentences: Sequence[str], num_threads: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Encode sentences with batched SentencePiece calls (``_ENCODE_BATCH`` sentences each).
+
+        Args:
+            sentences: the texts (a lone string is rejected rather than read as characters).
+            num_threads: SentencePiece worker threads; ``None`` uses SentencePiece's default
+                (all hardware threads).
+
+        Returns:
+            ``(ids, offsets)``: ``int32`` ids of all sentences back to back, and ``int64``
+            offsets of length ``len(sentences) + 1`` so sentence ``i`` is
+            ``ids[offsets[i]:offsets[i + 1]]``. Every sentence has at least one id.
+        """
+        if isinstance(sentences, str):
+            raise TypeError("encode() takes a list of sentences, not a single string")
+        texts = model_text(sentences, self.lowercase)
+        parts = [
+            _flatten(
+                *self._pieces(texts[i : i + _ENCODE_BATCH], num_threads),
+                self.unk_id,
+                self.boundary_id,
+                self.max_pieces,
+            )
+            for i in range(0, len(texts), _ENCODE_BATCH)
+        ]
+        if len(parts) <= 1:
+            if parts:
+                return parts[0]
+            return _flatten(
+                *self._pieces([], num_threads), self.unk_id, self.boundary_id, self.max_pieces
+            )
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum(np.concatenate([np.diff(part[1]) for part in parts]), out=offsets[1:])
+        return np.concatenate([part[0] for part in parts]), offsets
+
+    def _pieces(
+        self, texts: Sequence[str], num_threads: int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """SentencePiece's ids of ``texts``, flat, and each text's count: through the word
+        cache (:mod:`psp.model.word_pieces`) where the model allows it, else sentence by
+        sentence."""
+        if self._words is not None:
+            return self._words.encode(texts, num_threads)
+        kwargs = {} if num_threads is None else {"num_threads": num_threads}
+        return pieces_arrays(self._sp.encode(list(texts), out_type=int, **kwargs))
+
+    def unknown_stats(self, sentences: Iterable[str], top: int = 20) -> dict:
+        """What :meth:`encode` loses of ``sentences``: the characters it drops as unknown.
+
+        Characters are counted in the :func:`model_text` text, whitespace left out (it is never
+        unknown); an unknown character is one SentencePiece maps to ``<unk>``, which
+        :meth:`encode` drops. With byte fallback nothing is dropped and
+        ``byte_fallback_chars`` counts the characters spelled as byte pieces instead.
+        ``unknown_digits`` are the ASCII digits the model maps to ``<unk>``, probed one by one,
+        whether or not the sentences contain them.
+
+        Returns:
+            ``lines``, ``chars``, ``unknown_chars``, ``unknown_char_share``,
+            ``lines_with_unknown``, ``line_share``, ``unknown_digits`` and ``top_unknown``
+            (the ``top`` most frequent unknown characters as ``[char, count]``, most frequent
+            first), ``byte_fallback_chars``.
+        """
+        unknown: Counter[str] = Counter()
+        lines = chars = lines_with_unknown = byte_chars = 0
+        for batch in iter_batches(sentences, _ENCODE_BATCH):
+            texts = model_text(batch, self.lowercase)
+            lines += len(texts)
+            chars += sum(len("".join(text.split())) for text in texts)
+            for text, ids in zip(texts, self._sp.encode(texts, out_type=int), strict=True):
+                has_unk = self.unk_id in ids
+                has_byte = any(map(self._sp.is_byte, ids))
+                if not (has_unk or has_byte):
+                    continue
+                lines_with_unknown += has_unk
+                # The string form spells an unknown piece as its text; a byte piece as <0xNN>,
+                # so a character spelled in bytes is one whose first piece is a byte piece.
+                for piece_id, piece in zip(ids, self._sp.encode(text, out_type=str), strict=True):
+                    if piece_id == self.unk_id:
+                        unknown.update(c for c in piece if not c.isspace() and c != "\u2581")
+                    elif self._sp.is_byte(piece_id) and int(piece[3:5], 16) >> 6 != 0b10:
+                        byte_chars += 1
+        n_unknown = sum(unknown.values())
+        return {
+            "lines": lines,
+            "chars": chars,
+            "unknown_chars": n_unknown,
+            "unknown_char_share": n_unknown / chars if chars else 0.0,
+            "lines_with_unknown": lines_with_unknown,
+            "line_share": lines_with_unknown / lines if lines else 0.0,
+            "unknown_digits": [d for d in string.digits if self.unk_id in self._sp.encode(d)],
+            "top_unknown": [[char, count] for char, count in unknown.most_common(top)],
+            "byte_fallback_chars": byte_chars,
+        }
+
+
+def _flatten(
+    flat: np.ndarray, lengths: np.ndarray, unk_id: int, boundary_id: int, max_pieces: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Turn SentencePiece's ids (flat, with each sentence's length) into the encoder's flat ids
+    + offsets, dropping ``unk_id`` and truncating.
+
+    A sentence whose pieces are all ``unk_id`` or ``boundary_id`` loses them all. The common
+    case (no unknown, nothing empty, nothing too long) is a cumsum; the general case places
+    each kept id at ``offsets[sentence] + rank`` with one scatter into an array pre-filled with
+    ``unk_id``, which also gives empty sentences their ``[unk_id]``.
+    """
+    n = len(lengths)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    keep = flat != unk_id
+    if not keep.all():
+        # Only an unknown leaves a bare boundary behind, so only then can a sentence be textless.
+        texts = np.concatenate(([0], np.cumsum(keep & (flat != boundary_id))))
+        ends = np.cumsum(lengths)
+        textless = texts[ends] == texts[ends - lengths]
+        if textless.any():
+            keep &= ~np.repeat(textless, lengths)
+    too_long = max_pieces is not None and n and int(lengths.max()) > max_pieces
+    if n == 0 or (keep.all() and not too_long and int(lengths.min()) > 0):
+        np.cumsum(lengths, out=offsets[1:])
+        return flat, offsets
+
+    sentence = np.repeat(np.arange(n), lengths)[keep]
+    ids = flat[keep]
+    kept = np.bincount(sentence, minlength=n)
+    rank = np.arange(len(ids)) - (np.cumsum(kept) - kept)[sentence]
+    out_lengths = kept if max_pieces is None else np.minimum(kept, max_pieces)
+    np.cumsum(np.maximum(out_lengths, 1), out=offsets[1:])
+    if max_pieces is not None:
+        inside = rank < max_pieces
+        sentence, ids, rank = sentence[inside], ids[inside], rank[inside]
+    out = np.full(int(offsets[-1]), unk_id, dtype=np.int32)
+    out[offsets[sentence] + rank] = ids
+    return out, offsets
