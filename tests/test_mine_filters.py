@@ -16,9 +16,11 @@ from psp.data.filters.text import clean_text, dedup_key
 from psp.io import InputError
 from psp.mine.config import PairFilterConfig
 from psp.mine.pair_filters import (
+    _UNSPACED,
     KEPT,
     LENGTH_FACTORS,
     REASONS,
+    UNSPACED_FACTOR,
     check_languages_known,
     filter_reasons,
     removed_counts,
@@ -90,7 +92,11 @@ def test_length_ratio_scales_each_language():
     assert len(en) / len(zh) > 4
     cfg = dataclasses.replace(NONE, max_length_ratio=2.0)
     assert reasons_of([(1.3, zh, en)], cfg, ("zh", "en")) == [None]
-    assert reasons_of([(1.3, zh, en)], cfg, None) == ["length_ratio"]
+    assert reasons_of([(1.3, "Bonjour.", en)], cfg, ("fr", "en")) == ["length_ratio"]
+    # Digits and Latin names in a Chinese sentence are as long as in English
+    zh_names = "WHO在2020年3月11日宣布COVID-19为大流行病。"
+    en_names = "The WHO declared COVID-19 a pandemic on 11 March 2020."
+    assert reasons_of([(1.3, zh_names, en_names)], cfg, ("zh", "en")) == [None]
     short = [
         (1.3, "Hola.", "He died later in hospital after the attack on Sunday night, police said.")
     ]
@@ -140,7 +146,7 @@ def test_each_pair_counted_under_the_first_filter_that_removes_it():
 
 def test_length_factors_are_the_mirror_training_bitext_medians(shared_data):
     """LENGTH_FACTORS: median len(English) / len(other side), characters after clean_text, over
-    the training corpora of each bitext model of config.yaml."""
+    the training corpora of each bitext model of config.yaml; for Chinese, UNSPACED_FACTOR."""
     models = yaml.safe_load((REPO / "config.yaml").read_text())["models"]
     for entry in models.values():
         if entry["type"] != "bitext":
@@ -152,10 +158,15 @@ def test_length_factors_are_the_mirror_training_bitext_medians(shared_data):
                 gzip.open(shared_data / f"{corpus}.en.gz", "rt") as english,
             ):
                 for a, b in zip(other, english, strict=True):
-                    a, b = len(clean_text(a)), len(clean_text(b))
-                    if a and b:
-                        ratios.append(b / a)
-        assert LENGTH_FACTORS[lang] == pytest.approx(statistics.median(ratios), abs=0.006), lang
+                    a, b = clean_text(a), clean_text(b)
+                    if lang == "zh":  # English characters per Han character, the rest as English
+                        han = len(_UNSPACED.findall(a))
+                        if han and b:
+                            ratios.append((len(b) - (len(a) - han)) / han)
+                    elif a and b:
+                        ratios.append(len(b) / len(a))
+        factor = UNSPACED_FACTOR if lang == "zh" else LENGTH_FACTORS[lang]
+        assert factor == pytest.approx(statistics.median(ratios), abs=0.006), lang
 
 
 def test_psp_mine_counts_what_the_filters_removed(tiny_model, news, tmp_path):
