@@ -174,7 +174,7 @@ def test_two_ranks_train_the_files_and_the_quality_of_one(tiny, tmp_path):  # no
 
 MERGE = textwrap.dedent(
     """
-    import json, torch
+    import json, sys, torch
     from psp.train import distributed
     world = distributed.world_from_env()
     distributed.start(world, torch.device("cpu"))
@@ -186,7 +186,9 @@ MERGE = textwrap.dedent(
     m[rank] = 2.0 + rank
     m[2] = 1.0 + 3 * rank
     merge()
-    print(json.dumps([table.tolist(), m.tolist(), v.tolist()]))
+    # one write of the whole line: the ranks share one pipe, and print() writes the newline apart
+    sys.stdout.write(json.dumps([table.tolist(), m.tolist(), v.tolist()]) + "\\n")
+    sys.stdout.flush()
     distributed.stop()
     """
 )
