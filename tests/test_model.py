@@ -47,6 +47,18 @@ def test_embed_shape_dtype_order_across_batches(model, news):
     np.testing.assert_array_equal(out, model.embed(sentences, batch_size=1000))
 
 
+def test_threads_and_output_arrays_give_the_same_bits(model, news):
+    """Chunks tokenised and pooled on several threads, into a given float32 or float64 array:
+    the bits of one thread (the sums are float32 in every case)."""
+    sentences = news[:2000] + ["", "THE Cat."]
+    one = model.embed(sentences, num_threads=1)
+    for threads in (2, 3):
+        np.testing.assert_array_equal(model.embed(sentences, num_threads=threads), one)
+    wide = np.empty((len(sentences), DIM), dtype=np.float64)
+    assert model.embed(sentences, num_threads=2, out=wide) is wide
+    np.testing.assert_array_equal(wide, one.astype(np.float64))
+
+
 def test_lone_string_gives_vector(model, news):
     vector = model.embed(news[0])
     assert vector.shape == (DIM,)
@@ -198,3 +210,27 @@ def test_embed_into_out_buffer(model, news):
     np.testing.assert_array_equal(buffer, model.embed(news[:12]))
     with pytest.raises(ValueError, match="shape"):
         model.embed(news[:3], out=buffer)
+
+
+def test_half_rows_rounds_as_numpy_casts():
+    """The float16 rows ``psp embed --float16`` and float16 mining shards write: numpy's bits for
+    random float32 bit patterns, both signs of the rounding edges, infinities and NaN."""
+    from psp.model.pooling import half_rows
+
+    rng = np.random.default_rng(4)
+    edges = np.array(
+        [0, 1, 0x33000000, 0x33000001, 0x387FFFFF, 0x38800000, 0x477FE000, 0x477FEFFF]
+        + [0x477FF000, 0x47800000, 0x7F800000, 0x7F800001, 0x7FC00000, 0x37FFFFFF],
+        dtype=np.uint32,
+    )
+    bits = np.concatenate(
+        [rng.integers(0, 2**32, 1_000_000, dtype=np.uint64).astype(np.uint32), edges]
+    )
+    bits = np.concatenate([bits, bits | np.uint32(0x80000000)]).reshape(-1, 4)
+    x = bits.view(np.float32)
+    with np.errstate(over="ignore"):
+        expected = x.astype(np.float16)
+    got = half_rows(x, np.empty(x.shape, dtype=np.float16))
+    nan = np.isnan(x)
+    assert np.array_equal(got.view(np.uint16)[~nan], expected.view(np.uint16)[~nan])
+    assert np.isnan(got[nan]).all()

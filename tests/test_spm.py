@@ -17,7 +17,8 @@ import psp.model.piece_encoder
 from psp.data.corpora import iter_pair_lines
 from psp.data.spm_training import REQUIRED_CHARS, spm_settings, train_spm, train_spm_from_pairs
 from psp.io import InputError
-from psp.model.piece_encoder import PieceEncoder, deleted_characters, model_text
+from psp.model.piece_encoder import PieceEncoder
+from psp.model.text import deleted_characters, model_text
 from psp.workflow.jobs import heldout_corpora
 
 

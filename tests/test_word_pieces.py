@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from psp.data.spm_training import spm_settings, train_spm
-from psp.model.piece_encoder import PieceEncoder, model_text
+from psp.model.piece_encoder import PieceEncoder
+from psp.model.text import model_text
 from psp.model.word_pieces import WordPieces, cache_is_exact, pieces_arrays
 
 PAIRS = ("ar", "de", "es", "fr", "ru", "tr", "zh")
@@ -71,6 +72,11 @@ def assert_cache_exact(encoder: PieceEncoder, lines: list[str]) -> None:
                 )
             )
             raise AssertionError(f"cache differs from SentencePiece on {batch[bad]!r}")
+    # The encoder itself, through the compiled model text, against the plain path.
+    plain = PieceEncoder(encoder.model_bytes)
+    plain._words = None
+    for a, b in zip(encoder.encode(lines), plain.encode(lines)):
+        assert np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("language", [*PAIRS, "en"])
@@ -131,4 +137,20 @@ def test_the_cache_keeps_at_most_its_capacity_and_stays_exact(spm_path, news):
         plain = pieces_arrays(encoder._sp.encode(batch, out_type=int))
         assert np.array_equal(flat, plain[0]) and np.array_equal(lengths, plain[1])
         assert small.words == 500  # the first batch has more new words than that
-        assert len(small.ids) == int(small.lengths.sum()) and len(small.tied) == 500
+        table = small.table
+        assert len(table.ids) == int(table.lengths.sum()) and len(table.tied) == 500
+
+
+def test_threads_filling_one_cache_at_once_get_sentencepiece_ids(spm_path, news):
+    """Lookups take no lock: threads encoding through one cold cache, each its own slice,
+    get SentencePiece's ids while the cache grows under them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    encoder = PieceEncoder(spm_path)
+    texts = model_text(news)
+    slices = [texts[i : i + 500] for i in range(0, len(texts), 500)] * 2
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(encoder._words.encode, slices))
+    for batch, (flat, lengths) in zip(slices, results):
+        plain = pieces_arrays(encoder._sp.encode(batch, out_type=int))
+        assert np.array_equal(flat, plain[0]) and np.array_equal(lengths, plain[1])

@@ -56,6 +56,8 @@ def embed_lines(
     import numpy as np
     from tqdm.auto import tqdm
 
+    from psp.model.pooling import half_rows
+
     dtype = np.dtype(np.float16 if float16 else np.float32)
     descr = np.lib.format.dtype_to_descr(dtype)
     # Reused buffers: fresh output memory costs a page fault per 4 KiB on first touch, a
@@ -79,7 +81,7 @@ def embed_lines(
             n = len(offsets) - 1
             model.pool(ids, offsets, pooled[:n], threads)
             if written is not pooled:
-                np.copyto(written[:n], pooled[:n])
+                half_rows(pooled[:n], written[:n])
             written[:n].tofile(handle)
             rows += n
             bar.update(n)

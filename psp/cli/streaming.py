@@ -1,7 +1,7 @@
 """What ``psp embed`` and ``psp score`` share: input lines in batches, and two overlapping stages.
 
 Both commands read and tokenise in the main thread while a second thread pools the previous
-batch and writes it out. SentencePiece's batch encode, scipy's sparse product (the pooling, see
+batch and writes it out. The word cache's lookups, the compiled pooling (see
 :mod:`psp.model.pooling`) and file writes all release the GIL, so with a free core the stages
 overlap and the slowest sets the pace instead of the sum of all of them. A bounded queue between
 the two keeps memory at a few batches whatever the input size.

@@ -1,7 +1,7 @@
 """SentencePiece training for the data stage: one unigram model per model, on the text both of
 its languages, with the settings that keep every meaningful character.
 
-Models are unigram, trained on the :func:`~psp.model.piece_encoder.model_text` text of both
+Models are unigram, trained on the :func:`~psp.model.text.model_text` text of both
 sides of a bitext (the text :class:`~psp.model.piece_encoder.PieceEncoder` encodes), with id 0
 reserved for ``<unk>`` and no padding, BOS or EOS pieces: every other id is a real piece with its
 own embedding row. An unknown character is dropped, so a model must know every character that
@@ -23,7 +23,7 @@ import sentencepiece as spm
 
 from psp.data.corpora import iter_pair_lines
 from psp.io import atomic_path, iter_batches
-from psp.model.piece_encoder import model_text
+from psp.model.text import model_text
 
 __all__ = ["REQUIRED_CHARS", "spm_settings", "train_spm", "train_spm_from_pairs"]
 

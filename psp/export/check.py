@@ -40,7 +40,7 @@ def mirror_lines(data_root: str | os.PathLike, languages: Sequence[str]) -> list
 
 
 def compare_ids(model_dir: str | os.PathLike, tokenizer, lines: Sequence[str]) -> dict:
-    """SentencePiece's ids (on :func:`psp.model.piece_encoder.model_text` text) against
+    """SentencePiece's ids (on :func:`psp.model.text.model_text` text) against
     ``tokenizer``'s.
 
     Returns ``lines``, ``identical``, ``share`` and ``exceptions``: each differing line with
@@ -50,7 +50,7 @@ def compare_ids(model_dir: str | os.PathLike, tokenizer, lines: Sequence[str]) -
     import sentencepiece
 
     from psp.model.directory import read_model_dir
-    from psp.model.piece_encoder import model_text
+    from psp.model.text import model_text
 
     config, encoder, _ = read_model_dir(model_dir)
     processor = sentencepiece.SentencePieceProcessor(model_proto=encoder.model_bytes)

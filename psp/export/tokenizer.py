@@ -7,7 +7,7 @@ Viterbi segmentation, the same unknown penalty), and before it every step :class
 applies to the text, in the same order:
 
 1. ``str.lower`` (when the model lowercases) and the deletion of Unicode format characters
-   (:func:`psp.model.piece_encoder.model_text`);
+   (:func:`psp.model.text.model_text`);
 2. SentencePiece's own normaliser: the character map stored in the ``.model`` (``nmt_nfkc`` for
    every model psp trains), then its whitespace rules (strip, collapse runs of spaces);
 3. SentencePiece's whitespace escaping as the ``Metaspace`` pre-tokenizer (``▁``, a dummy prefix).
@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from psp.io import InputError
-from psp.model.piece_encoder import code_point_runs, deleted_characters
+from psp.model.text import code_point_runs, deleted_characters
 
 __all__ = ["SpmSettings", "build_tokenizer", "read_spm_settings"]
 

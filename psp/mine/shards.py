@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from psp.io import InputError, atomic_path, iter_batches
 from psp.mine.plan import ShardPlan, read_shard_lines
-from psp.model.pooling import normalize_rows
+from psp.model.pooling import half_rows, normalize_rows
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,9 @@ def embed_shard(
                 text_path=text_path,
                 first_line=entry.start + row,
             )
-            out.write(emb.astype(dtype, copy=False).tobytes())
+            if dtype == np.float16:
+                emb = half_rows(emb, np.empty(emb.shape, dtype=np.float16))
+            out.write(memoryview(emb).cast("B"))
             row += len(batch)
             progress.update(len(batch))
         progress.close()

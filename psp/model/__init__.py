@@ -1,5 +1,7 @@
 """The model: a sentence is the mean of its SentencePiece piece embeddings (P-SP).
 
+- :mod:`~psp.model.text`: the text a model sees (lowercased, format characters deleted), as
+  strings and, compiled, as UTF-8 bytes;
 - :mod:`~psp.model.piece_encoder`: sentences to piece ids, the one tokenisation path, with
   :mod:`~psp.model.word_pieces`, its exact cache of whole words;
 - :mod:`~psp.model.directory`: the model directory on disk (``config.json``,

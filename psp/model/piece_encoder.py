@@ -6,20 +6,17 @@ sequence a sentence maps to must be the same when the training pairs are stored 
 trained model embeds text. :class:`PieceEncoder` is that single path: :func:`model_text`
 (lowercase, delete Unicode format characters), encode, drop unknown pieces, map a sentence with
 no piece of text left to ``[unk_id]``, truncate. It returns flat ids plus offsets (the
-``nn.EmbeddingBag`` layout) and does its post-processing in vectorised numpy because it sits on
-the hot path of embedding. The models it reads are trained by :mod:`psp.data.spm_training`, on
+``nn.EmbeddingBag`` layout). On the hot path of embedding it reads the text as
+:func:`psp.model.text.model_utf8` bytes through the word cache, and does its post-processing in
+vectorised numpy. The models it reads are trained by :mod:`psp.data.spm_training`, on
 the same :func:`model_text` text.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
-import re
 import string
-import sys
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -28,104 +25,14 @@ import numpy as np
 import sentencepiece as spm
 
 from psp.io import iter_batches
+from psp.model.text import model_text, model_utf8
 from psp.model.word_pieces import WordPieces, cache_is_exact, pieces_arrays
 
-__all__ = [
-    "PieceEncoder",
-    "code_point_runs",
-    "deleted_characters",
-    "model_text",
-]
+__all__ = ["PieceEncoder"]
 
 # Sentences per SentencePiece call: its Python-list result costs ~36 bytes per id, so bounding
 # the batch bounds that transient memory whatever the caller passes.
 _ENCODE_BATCH = 8192
-
-
-# Arabic-script marks that writers add or leave out at will: the short vowels, tanwin, shadda and
-# sukun (U+064B-U+0652, U+0656-U+065F), the dagger alef (U+0670), the Quranic annotation signs and
-# the tatweel (U+0640, a stretch of the baseline). Tatoeba's Arabic is vocalised on 28 % of its
-# lines, the UN text on 28 %, XNLI on 17 %, TICO-19 on 59 %, each word now with and now without
-# them, so kept they split one word into several spellings and their pieces. The combining madda
-# and hamza (U+0653-U+0655) stay: NFKC composes them into letters (alef + hamza is U+0623).
-ARABIC_OPTIONAL_MARKS = (
-    0x0640,
-    *range(0x064B, 0x0653),
-    *range(0x0656, 0x0660),
-    0x0670,
-    *range(0x06D6, 0x06DD),
-    *range(0x06DF, 0x06E5),
-    0x06E7,
-    0x06E8,
-    *range(0x06EA, 0x06EE),
-)
-
-
-@functools.cache
-def _deleted_char_table() -> dict[int, None]:
-    """``str.translate`` table deleting every Unicode format character (category Cf) and the
-    Arabic optional marks.
-
-    Built on first use (0.2 s over all code points), not at import: most text never needs it.
-    """
-    format_chars = (cp for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)) == "Cf")
-    return dict.fromkeys(sorted({*format_chars, *ARABIC_OPTIONAL_MARKS}))
-
-
-@functools.cache
-def _deleted_char_pattern() -> re.Pattern:
-    """Whether a line holds a character :func:`model_text` deletes (a C scan, no copy)."""
-    return re.compile(_code_point_class(deleted_characters()))
-
-
-def code_point_runs(code_points: Iterable[int]) -> list[tuple[int, int]]:
-    """Sorted ``code_points`` as ``(first, last)`` runs of consecutive ones: how a regex
-    character class of them is written, here and in ``psp export``'s normaliser."""
-    runs: list[list[int]] = []
-    for cp in code_points:
-        if runs and cp == runs[-1][1] + 1:
-            runs[-1][1] = cp
-        else:
-            runs.append([cp, cp])
-    return [(a, b) for a, b in runs]
-
-
-def _code_point_class(code_points: Iterable[int]) -> str:
-    """A Python regex character class of ``code_points`` (sorted)."""
-    parts = (
-        f"\\U{a:08x}" + (f"-\\U{b:08x}" if b > a else "") for a, b in code_point_runs(code_points)
-    )
-    return "[" + "".join(parts) + "]"
-
-
-def deleted_characters() -> list[int]:
-    """The code points :func:`model_text` deletes, in order: what another tokenizer built from a
-    model (``psp export``) must delete too."""
-    return list(_deleted_char_table())
-
-
-def model_text(sentences: Sequence[str], lowercase: bool = True) -> list[str]:
-    """Lowercase, delete Unicode format characters (category Cf) and the Arabic optional marks:
-    the text a model sees.
-
-    Format characters steer rendering, not words: a soft hyphen (U+00AD) or zero-width space
-    (U+200B) inside a word would otherwise split it into other pieces and an unknown one, and
-    SentencePiece's NFKC turns some of them (U+200B, U+200C, U+FEFF, U+200E) into word breaks.
-    Zero-width (non-)joiners are deleted too: in Arabic-script text they choose glyph shapes or
-    mark a visual break inside one word, and writers use them inconsistently, so deleting them
-    gives the spellings with and without them the same pieces. The Arabic short vowels and
-    tatweel (:data:`ARABIC_OPTIONAL_MARKS`) are deleted for the same reason. Training
-    (:func:`psp.data.spm_training.train_spm`) and encoding (:meth:`PieceEncoder.encode`) both
-    call this, so they cannot disagree.
-
-    It sits on the hot path of embedding, so it spares lines without such a character the slow
-    ``str.translate``: an ASCII line has none (``isascii`` reads a flag), and a regex search
-    finds the others.
-    """
-    texts = [s.lower() for s in sentences] if lowercase else list(sentences)
-    needs = _deleted_char_pattern().search
-    table = _deleted_char_table()
-    return [t if t.isascii() or not needs(t) else t.translate(table) for t in texts]
 
 
 class PieceEncoder:
@@ -194,15 +101,14 @@ class PieceEncoder:
         """
         if isinstance(sentences, str):
             raise TypeError("encode() takes a list of sentences, not a single string")
-        texts = model_text(sentences, self.lowercase)
         parts = [
             _flatten(
-                *self._pieces(texts[i : i + _ENCODE_BATCH], num_threads),
+                *self._pieces(sentences[i : i + _ENCODE_BATCH], num_threads),
                 self.unk_id,
                 self.boundary_id,
                 self.max_pieces,
             )
-            for i in range(0, len(texts), _ENCODE_BATCH)
+            for i in range(0, len(sentences), _ENCODE_BATCH)
         ]
         if len(parts) <= 1:
             if parts:
@@ -210,20 +116,30 @@ class PieceEncoder:
             return _flatten(
                 *self._pieces([], num_threads), self.unk_id, self.boundary_id, self.max_pieces
             )
-        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
         np.cumsum(np.concatenate([np.diff(part[1]) for part in parts]), out=offsets[1:])
         return np.concatenate([part[0] for part in parts]), offsets
 
     def _pieces(
-        self, texts: Sequence[str], num_threads: int | None
+        self, sentences: Sequence[str], num_threads: int | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """SentencePiece's ids of ``texts``, flat, and each text's count: through the word
-        cache (:mod:`psp.model.word_pieces`) where the model allows it, else sentence by
-        sentence."""
+        """SentencePiece's ids of the :func:`model_text` of ``sentences``, flat, and each
+        one's count: through the word cache (:mod:`psp.model.word_pieces`) on the compiled
+        :func:`model_utf8` bytes where the model allows it, else sentence by sentence."""
         if self._words is not None:
-            return self._words.encode(texts, num_threads)
+            try:
+                buf, starts, unmapped = model_utf8(sentences, self.lowercase)
+            except UnicodeEncodeError:  # a lone surrogate: no UTF-8, SentencePiece takes it
+                pass
+            else:
+
+                def texts_of(rows: np.ndarray) -> list[str]:
+                    return model_text([sentences[k] for k in rows], self.lowercase)
+
+                return self._words.encode_utf8(buf, starts, texts_of, num_threads, unmapped)
+        texts = model_text(sentences, self.lowercase)
         kwargs = {} if num_threads is None else {"num_threads": num_threads}
-        return pieces_arrays(self._sp.encode(list(texts), out_type=int, **kwargs))
+        return pieces_arrays(self._sp.encode(texts, out_type=int, **kwargs))
 
     def unknown_stats(self, sentences: Iterable[str], top: int = 20) -> dict:
         """What :meth:`encode` loses of ``sentences``: the characters it drops as unknown.

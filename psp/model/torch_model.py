@@ -134,7 +134,7 @@ class PSPModel(nn.Module):
         """Mean-pool encoded sentences (:meth:`PieceEncoder.encode`'s layout) into ``out``.
 
         The second half of :meth:`embed`, public so a caller can tokenise the next batch in
-        another thread while this one pools (SentencePiece and scipy both release the GIL). It
+        another thread while this one pools (the word cache and the pooling both release the GIL). It
         is :func:`psp.model.pooling.mean_pool` on the CPU copy of the table (the weight itself on
         the CPU): a sentence with no known piece pools to the zero vector.
         """

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -32,6 +34,8 @@ CACHE_WORDS = 200_000
 #: Two cuts of a word whose scores (sums of log probabilities, up to a few hundred in a
 #: sentence) are this close may come out either way in a sentence: such a word is not cached.
 TIE = 0.01
+#: Words per n-best task when ties are searched on several threads.
+NBEST_CHUNK = 2048
 #: ``TrainerSpec.model_type`` of a unigram model (the one kind whose search can tie).
 UNIGRAM = 1
 
@@ -90,27 +94,43 @@ def _other_whitespace(buf, i):
 
 
 @numba.njit(**_JIT)
-def _count_words(buf, text_starts):
-    """Words (runs of bytes other than the space) in ``buf``'s texts."""
-    words = 0
-    for k in range(text_starts.shape[0] - 1):
-        previous = 32
-        for i in range(text_starts[k], text_starts[k + 1]):
-            words += previous == 32 and buf[i] != 32
-            previous = buf[i]
-    return words
+def _same(buf, begin, end, arena, arena_begin, arena_end):
+    if end - begin != arena_end - arena_begin:
+        return False
+    for j in range(end - begin):
+        if buf[begin + j] != arena[arena_begin + j]:
+            return False
+    return True
 
 
 @numba.njit(**_JIT)
-def _scan(buf, text_starts):
+def _find(buf, begin, end, h, slots, word_hashes, arena, arena_starts):
+    """The table index of the word ``buf[begin:end]`` of hash ``h`` (open addressing, the bytes
+    compared), or -1."""
+    mask = np.uint64(slots.shape[0] - 1)
+    slot = h & mask
+    while slots[slot] >= 0:
+        k = slots[slot]
+        if word_hashes[k] == h and _same(
+            buf, begin, end, arena, arena_starts[k], arena_starts[k + 1]
+        ):
+            return k
+        slot = (slot + np.uint64(1)) & mask
+    return -1
+
+
+@numba.njit(**_JIT)
+def _find_words(buf, text_starts, slots, word_hashes, arena, arena_starts):
     """Cut each text of ``buf`` (UTF-8, text ``k`` at ``text_starts[k]:text_starts[k + 1]``)
-    at spaces: each word's byte span and FNV-1a hash, each text's word count, and whether a
-    text holds another whitespace character."""
+    at spaces and look each word up: each word's byte span, FNV-1a hash and table index (-1:
+    not there), each text's word count, and whether a text holds another whitespace
+    character."""
     n_texts = text_starts.shape[0] - 1
-    n_words = _count_words(buf, text_starts)
-    begins = np.empty(n_words, dtype=np.int64)
-    ends = np.empty(n_words, dtype=np.int64)
-    hashes = np.empty(n_words, dtype=np.uint64)
+    most = (buf.shape[0] + n_texts) // 2 + 1  # a word is a byte and a space at least
+    begins = np.empty(most, dtype=np.int64)
+    ends = np.empty(most, dtype=np.int64)
+    hashes = np.empty(most, dtype=np.uint64)
+    found = np.empty(most, dtype=np.int64)
     counts = np.zeros(n_texts, dtype=np.int64)
     other = np.zeros(n_texts, dtype=np.bool_)
     w = 0
@@ -129,39 +149,49 @@ def _scan(buf, text_starts):
                 h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
                 i += 1
             ends[w], hashes[w] = i, h
+            found[w] = _find(buf, begins[w], i, h, slots, word_hashes, arena, arena_starts)
             counts[k] += 1
             w += 1
-    return begins, ends, hashes, counts, other
+    return begins[:w], ends[:w], hashes[:w], found[:w], counts, other
 
 
 @numba.njit(**_JIT)
-def _same(buf, begin, end, arena, arena_begin, arena_end):
-    if end - begin != arena_end - arena_begin:
-        return False
-    for j in range(end - begin):
-        if buf[begin + j] != arena[arena_begin + j]:
-            return False
-    return True
+def _relookup(buf, begins, ends, hashes, found, slots, word_hashes, arena, arena_starts):
+    """Look up again the words ``found`` does not have (after the table grew)."""
+    for w in range(found.shape[0]):
+        if found[w] < 0:
+            found[w] = _find(
+                buf, begins[w], ends[w], hashes[w], slots, word_hashes, arena, arena_starts
+            )
 
 
 @numba.njit(**_JIT)
-def _lookup(buf, begins, ends, hashes, slots, word_hashes, arena, arena_starts):
-    """Each word's index in the table (open addressing on its hash, the bytes compared), or
-    -1."""
-    mask = np.uint64(slots.shape[0] - 1)
-    found = np.empty(begins.shape[0], dtype=np.int64)
-    for w in range(begins.shape[0]):
-        slot = hashes[w] & mask
-        found[w] = -1
-        while slots[slot] >= 0:
-            k = slots[slot]
-            if word_hashes[k] == hashes[w] and _same(
-                buf, begins[w], ends[w], arena, arena_starts[k], arena_starts[k + 1]
-            ):
-                found[w] = k
-                break
-            slot = (slot + np.uint64(1)) & mask
-    return found
+def _gather(found, counts, word_starts, word_lengths, ids, tied):
+    """Each text's ids, its words' cached ids one after the other, its id count, and whether it
+    must be encoded whole instead (a word not in the table, or one whose cut may tie)."""
+    n_texts = counts.shape[0]
+    total = 0
+    for w in range(found.shape[0]):
+        if found[w] >= 0:
+            total += word_lengths[found[w]]
+    flat = np.empty(total, dtype=np.int32)
+    lengths = np.zeros(n_texts, dtype=np.int64)
+    whole = np.zeros(n_texts, dtype=np.bool_)
+    w = o = 0
+    for k in range(n_texts):
+        for _ in range(counts[k]):
+            index = found[w]
+            w += 1
+            if index < 0 or tied[index]:
+                whole[k] = True
+                if index < 0:
+                    continue
+            first = word_starts[index]
+            for j in range(word_lengths[index]):
+                flat[o] = ids[first + j]
+                o += 1
+            lengths[k] += word_lengths[index]
+    return flat, lengths, whole
 
 
 @numba.njit(**_JIT)
@@ -175,12 +205,50 @@ def _place(slots, word_hashes, first, last):
         slots[slot] = k
 
 
+class Table(NamedTuple):
+    """One state of the cache: the open-addressing ``slots`` (a word's index or -1), each word's
+    hash and bytes (``arena[arena_starts[k]:arena_starts[k + 1]]``), its ids
+    (``ids[starts[k]:starts[k] + lengths[k]]``) and whether its cut may tie."""
+
+    slots: np.ndarray
+    word_hashes: np.ndarray
+    arena: np.ndarray
+    arena_starts: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    ids: np.ndarray
+    tied: np.ndarray
+
+    @property
+    def keys(self) -> tuple[np.ndarray, ...]:
+        """What a lookup reads."""
+        return self.slots, self.word_hashes, self.arena, self.arena_starts
+
+
+def _empty_table() -> Table:
+    return Table(
+        slots=np.full(1 << 10, -1, dtype=np.int64),
+        word_hashes=np.zeros(0, dtype=np.uint64),
+        arena=np.zeros(0, dtype=np.uint8),
+        arena_starts=np.zeros(1, dtype=np.int64),
+        starts=np.zeros(0, dtype=np.int64),
+        lengths=np.zeros(0, dtype=np.int64),
+        ids=np.zeros(0, dtype=np.int32),
+        tied=np.zeros(0, dtype=bool),
+    )
+
+
 class WordPieces:
     """SentencePiece encoding of sentences through a cache of whole words' ids.
 
     The cache is a compiled hash table from a word's UTF-8 bytes to its ids: a batch of texts
-    is cut into words, hashed and looked up in one pass each, and only the words it has not seen
-    go to SentencePiece (with ``nbest`` 2, to find the words whose cut may tie).
+    is cut into words and looked up in one pass, and only the words it has not seen go to
+    SentencePiece (with ``nbest`` 2, to find the words whose cut may tie).
+
+    Threads look words up at once without a lock: the cache's state is one :class:`Table` of
+    arrays that are never written once published. Adding words (under a lock, one thread at a
+    time) builds new arrays and publishes the new table in one assignment, so a lookup sees
+    either the old table or the new one, whole.
 
     Args:
         processor: the ``SentencePieceProcessor`` whose ids are cached (its model must pass
@@ -190,14 +258,7 @@ class WordPieces:
 
     def __init__(self, processor, capacity: int = CACHE_WORDS):
         self._sp, self.capacity = processor, capacity
-        self.slots = np.full(1 << 10, -1, dtype=np.int64)
-        self.word_hashes = np.zeros(0, dtype=np.uint64)
-        self.arena = np.zeros(0, dtype=np.uint8)
-        self.arena_starts = np.zeros(1, dtype=np.int64)
-        self.starts = np.zeros(0, dtype=np.int64)
-        self.lengths = np.zeros(0, dtype=np.int64)
-        self.ids = np.zeros(0, dtype=np.int32)
-        self.tied = np.zeros(0, dtype=bool)
+        self.table = _empty_table()
         unigram = _model_type(processor.serialized_model_proto()) == UNIGRAM
         vocab = processor.get_piece_size()
         self.scores = np.array([processor.get_score(i) for i in range(vocab)]) if unigram else None
@@ -206,97 +267,123 @@ class WordPieces:
     @property
     def words(self) -> int:
         """Distinct words in the cache."""
-        return len(self.word_hashes)
+        return len(self.table.word_hashes)
 
     def encode(
         self, texts: Sequence[str], num_threads: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """What ``processor.encode(texts)`` gives, as flat ``int32`` ids and ``int64``
         lengths per text."""
-        kwargs = {} if num_threads is None else {"num_threads": num_threads}
         try:
             encoded = [text.encode("utf-8") for text in texts]
         except UnicodeEncodeError:  # a lone surrogate: SentencePiece takes the text whole
-            return pieces_arrays(self._sp.encode(list(texts), out_type=int, **kwargs))
+            return self._encode_whole(texts, num_threads)
         buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
         text_starts = np.zeros(len(texts) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=text_starts[1:])
-        with self._lock:
-            flat, lengths, whole = self._encode_words(buf, text_starts, kwargs)
-        if not whole.any():
+        return self.encode_utf8(
+            buf, text_starts, lambda rows: [texts[k] for k in rows], num_threads
+        )
+
+    def encode_utf8(
+        self,
+        buf: np.ndarray,
+        text_starts: np.ndarray,
+        texts_of: Callable[[np.ndarray], list[str]],
+        num_threads: int | None = None,
+        whole: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`encode` of texts given as UTF-8 bytes: text ``k`` is
+        ``buf[text_starts[k]:text_starts[k + 1]]``.
+
+        Args:
+            texts_of: the texts of the given rows as strings, for the ones SentencePiece must
+                encode whole.
+            whole: rows to encode whole in any case.
+        """
+        flat, lengths, redo = self._encode_words(buf, text_starts, num_threads)
+        if whole is not None:
+            redo |= whole
+        if not redo.any():
             return flat, lengths
-        keep = ~whole
+        keep = ~redo
         flat = flat[_spans(_starts(lengths)[keep], lengths[keep])]
-        rest = [text for text, w in zip(texts, whole) if w]
-        flat_whole, lengths_whole = pieces_arrays(self._sp.encode(rest, out_type=int, **kwargs))
-        lengths[whole] = lengths_whole
+        flat_whole, lengths_whole = self._encode_whole(texts_of(np.flatnonzero(redo)), num_threads)
+        lengths[redo] = lengths_whole
         starts = _starts(lengths)
         out = np.empty(int(lengths.sum()), dtype=np.int32)
         out[_spans(starts[keep], lengths[keep])] = flat
-        out[_spans(starts[whole], lengths_whole)] = flat_whole
+        out[_spans(starts[redo], lengths_whole)] = flat_whole
         return out, lengths
 
-    def _encode_words(self, buf, text_starts, kwargs):
+    def _encode_whole(self, texts: Sequence[str], num_threads: int | None):
+        kwargs = {} if num_threads is None else {"num_threads": num_threads}
+        return pieces_arrays(self._sp.encode(list(texts), out_type=int, **kwargs))
+
+    def _encode_words(self, buf, text_starts, num_threads):
         """The texts word by word through the cache: their ids, lengths, and which texts must
         be encoded whole: another whitespace character, a word whose cut may tie, or a word the
         full cache has no room for."""
-        begins, ends, hashes, counts, other = _scan(buf, text_starts)
-        found = _lookup(
-            buf, begins, ends, hashes, self.slots, self.word_hashes, self.arena, self.arena_starts
+        table = self.table
+        begins, ends, hashes, found, counts, other = _find_words(buf, text_starts, *table.keys)
+        if self.words < self.capacity and (found < 0).any():
+            with self._lock:
+                # Another thread may have added some of them meanwhile.
+                _relookup(buf, begins, ends, hashes, found, *self.table.keys)
+                self._add_missing(buf, begins, ends, hashes, found, num_threads)
+                table = self.table
+        flat, lengths, redo = _gather(
+            found, counts, table.starts, table.lengths, table.ids, table.tied
         )
-        if (found < 0).any() and self.words < self.capacity:
-            self._add_missing(buf, begins, ends, hashes, found, kwargs)
-        missing = found < 0
-        found[missing] = 0  # their texts are encoded whole; any index will do meanwhile
-        word_lengths = self.lengths[found] if self.words else np.zeros(len(found), np.int64)
-        flat = self.ids[_spans(self.starts[found], word_lengths)] if self.words else self.ids
-        bounds = np.concatenate(([0], np.cumsum(counts)))
-        ends_ids = np.concatenate(([0], np.cumsum(word_lengths)))
-        unusable = missing | (self.tied[found] if self.words else missing)
-        bad = np.concatenate(([0], np.cumsum(unusable)))
-        lengths = ends_ids[bounds[1:]] - ends_ids[bounds[:-1]]
-        return flat, lengths, other | (bad[bounds[1:]] > bad[bounds[:-1]])
+        return flat, lengths, redo | other
 
-    def _add_missing(self, buf, begins, ends, hashes, found, kwargs) -> None:
+    def _add_missing(self, buf, begins, ends, hashes, found, num_threads) -> None:
         """Encode the words not in the cache (each once) and add as many as it has room for;
-        ``found`` gets their indices."""
+        ``found`` gets their indices. Words are told apart by hash here and by their bytes in
+        the lookup after, so a word whose hash another new word has stays out (and its text is
+        encoded whole)."""
         missing = np.flatnonzero(found < 0)
+        _, first_seen = np.unique(hashes[missing], return_index=True)
+        new = missing[np.sort(first_seen)][: self.capacity - self.words]
+        if len(new) == 0:
+            return
         raw = buf.tobytes()
-        new: dict[bytes, int] = {}
-        for w in missing:
-            new.setdefault(raw[begins[w] : ends[w]], int(w))
-        words = list(new)[: self.capacity - self.words]
-        first = self.words
-        self._grow(words, hashes[[new[word] for word in words]], kwargs)
-        index = dict(zip(words, range(first, first + len(words))))
-        found[missing] = [index.get(raw[begins[w] : ends[w]], -1) for w in missing]
+        self._grow([raw[begins[w] : ends[w]] for w in new], hashes[new], num_threads)
+        _relookup(buf, begins, ends, hashes, found, *self.table.keys)
 
-    def _grow(self, words: list[bytes], hashes: np.ndarray, kwargs) -> None:
-        """Add ``words`` (UTF-8, new) with their hashes, ids and ties to the table."""
+    def _grow(self, words: list[bytes], hashes: np.ndarray, num_threads: int | None) -> None:
+        """Publish a table with ``words`` (UTF-8, new) added, their hashes, ids and ties."""
         texts = [word.decode("utf-8") for word in words]
-        flat, lengths = pieces_arrays(self._sp.encode(texts, out_type=int, **kwargs))
-        first = self.words
-        self.word_hashes = np.concatenate((self.word_hashes, hashes))
+        flat, lengths = self._encode_whole(texts, num_threads)
+        old = self.table
+        first = len(old.word_hashes)
         sizes = np.fromiter(map(len, words), np.int64, len(words))
-        self.arena = np.concatenate((self.arena, np.frombuffer(b"".join(words), np.uint8)))
-        self.arena_starts = np.concatenate(
-            (self.arena_starts, self.arena_starts[-1] + np.cumsum(sizes))
-        )
-        self.starts = np.concatenate((self.starts, len(self.ids) + _starts(lengths)))
-        self.lengths = np.concatenate((self.lengths, lengths))
-        self.ids = np.concatenate((self.ids, flat))
-        self.tied = np.concatenate((self.tied, self._ties(texts)))
-        if 2 * self.words > len(self.slots):
-            self.slots = np.full(1 << (2 * self.words).bit_length(), -1, dtype=np.int64)
-            _place(self.slots, self.word_hashes, 0, self.words)
+        word_hashes = np.concatenate((old.word_hashes, hashes))
+        words_now = len(word_hashes)
+        if 2 * words_now > len(old.slots):
+            slots = np.full(1 << (2 * words_now).bit_length(), -1, dtype=np.int64)
+            _place(slots, word_hashes, 0, words_now)
         else:
-            _place(self.slots, self.word_hashes, first, self.words)
+            slots = old.slots.copy()  # the old table's readers keep the old slots
+            _place(slots, word_hashes, first, words_now)
+        self.table = Table(
+            slots=slots,
+            word_hashes=word_hashes,
+            arena=np.concatenate((old.arena, np.frombuffer(b"".join(words), np.uint8))),
+            arena_starts=np.concatenate(
+                (old.arena_starts, old.arena_starts[-1] + np.cumsum(sizes))
+            ),
+            starts=np.concatenate((old.starts, len(old.ids) + _starts(lengths))),
+            lengths=np.concatenate((old.lengths, lengths)),
+            ids=np.concatenate((old.ids, flat)),
+            tied=np.concatenate((old.tied, self._ties(texts, num_threads))),
+        )
 
-    def _ties(self, words: list[str]) -> np.ndarray:
+    def _ties(self, words: list[str], num_threads: int | None) -> np.ndarray:
         """Whether each word's two best cuts score within :data:`TIE` (unigram models)."""
         if self.scores is None:
             return np.zeros(len(words), dtype=bool)
-        best = self._sp.nbest_encode_as_ids(words, nbest_size=2)
+        best = _nbest_two(self._sp, words, num_threads or 1)
         totals = []
         for rank in (0, 1):
             flat, lengths = pieces_arrays([cuts[rank] if len(cuts) > rank else [] for cuts in best])
@@ -306,6 +393,17 @@ class WordPieces:
                 np.where(lengths > 0, running[starts + lengths] - running[starts], np.inf)
             )
         return np.abs(totals[0] - totals[1]) < TIE
+
+
+def _nbest_two(processor, words: list[str], threads: int) -> list[list[list[int]]]:
+    """The two best cuts of each word, on ``threads`` threads (SentencePiece's n-best search,
+    14 µs a word, is a loop in Python over its single-text call, which releases the GIL)."""
+    if threads <= 1 or len(words) < 2 * NBEST_CHUNK:
+        return processor.nbest_encode_as_ids(words, nbest_size=2)
+    parts = [words[i : i + NBEST_CHUNK] for i in range(0, len(words), NBEST_CHUNK)]
+    with ThreadPoolExecutor(threads, thread_name_prefix="nbest") as pool:
+        cuts = pool.map(lambda part: processor.nbest_encode_as_ids(part, nbest_size=2), parts)
+        return [c for part in cuts for c in part]
 
 
 def _model_type(model_bytes: bytes) -> int:

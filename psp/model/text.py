@@ -1,0 +1,227 @@
+"""The text a model sees: lowercased, with Unicode format characters and the Arabic optional
+marks deleted, as Python strings (:func:`model_text`) and, compiled, as UTF-8 bytes
+(:func:`model_utf8`, what the word cache reads).
+
+Training (:func:`psp.data.spm_training.train_spm`), encoding (:class:`psp.model.piece_encoder.PieceEncoder`)
+and the exported tokenizers (``psp export``, through :func:`deleted_characters`) all take their
+text from here, so they cannot disagree.
+
+``model_text`` is ``str.lower`` and ``str.translate`` per sentence plus a regex search for the
+characters it deletes: on news text 1.2 µs a sentence, as long as the word cache's whole lookup.
+``model_utf8`` gives the same bytes at a third of that: every code point below :data:`LIMIT` has
+its ``model_text`` as UTF-8 in one table, and one compiled loop decodes each sentence, maps each
+character and writes the result. Two things make a character's result depend on more than
+itself, and a sentence holding one is left to ``model_text``: the capital sigma (``str.lower``
+makes it a final ``ς`` at the end of a word, which depends on its neighbours), and the code
+points from :data:`LIMIT` on that ``model_text`` may change (the tag block, U+E0000-U+E0FFF;
+every other one there is kept as it is, which ``tests/test_model_text.py`` checks over all of
+them).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+
+import numba
+import numpy as np
+
+__all__ = [
+    "ARABIC_OPTIONAL_MARKS",
+    "code_point_runs",
+    "deleted_characters",
+    "model_text",
+    "model_utf8",
+]
+
+# Arabic-script marks that writers add or leave out at will: the short vowels, tanwin, shadda and
+# sukun (U+064B-U+0652, U+0656-U+065F), the dagger alef (U+0670), the Quranic annotation signs and
+# the tatweel (U+0640, a stretch of the baseline). Tatoeba's Arabic is vocalised on 28 % of its
+# lines, the UN text on 28 %, XNLI on 17 %, TICO-19 on 59 %, each word now with and now without
+# them, so kept they split one word into several spellings and their pieces. The combining madda
+# and hamza (U+0653-U+0655) stay: NFKC composes them into letters (alef + hamza is U+0623).
+ARABIC_OPTIONAL_MARKS = (
+    0x0640,
+    *range(0x064B, 0x0653),
+    *range(0x0656, 0x0660),
+    0x0670,
+    *range(0x06D6, 0x06DD),
+    *range(0x06DF, 0x06E5),
+    0x06E7,
+    0x06E8,
+    *range(0x06EA, 0x06EE),
+)
+
+
+#: The code point ranges that hold every format character (category Cf): planes 0 and 1 and the
+#: tag block (``tests/test_model_text.py`` checks all code points against them).
+FORMAT_CHARACTER_BLOCKS = ((0, 0x20000), (0xE0000, 0xE1000))
+
+
+@functools.cache
+def _deleted_char_table() -> dict[int, None]:
+    """``str.translate`` table deleting every Unicode format character (category Cf) and the
+    Arabic optional marks.
+
+    Built on first use, not at import, from the blocks that hold format characters
+    (:data:`FORMAT_CHARACTER_BLOCKS`, 20 ms; all code points would take 0.2 s).
+    """
+    blocks = itertools.chain.from_iterable(range(a, b) for a, b in FORMAT_CHARACTER_BLOCKS)
+    format_chars = (cp for cp in blocks if unicodedata.category(chr(cp)) == "Cf")
+    return dict.fromkeys(sorted({*format_chars, *ARABIC_OPTIONAL_MARKS}))
+
+
+@functools.cache
+def _deleted_char_pattern() -> re.Pattern:
+    """Whether a line holds a character :func:`model_text` deletes (a C scan, no copy)."""
+    return re.compile(_code_point_class(deleted_characters()))
+
+
+def code_point_runs(code_points: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted ``code_points`` as ``(first, last)`` runs of consecutive ones: how a regex
+    character class of them is written, here and in ``psp export``'s normaliser."""
+    runs: list[list[int]] = []
+    for cp in code_points:
+        if runs and cp == runs[-1][1] + 1:
+            runs[-1][1] = cp
+        else:
+            runs.append([cp, cp])
+    return [(a, b) for a, b in runs]
+
+
+def _code_point_class(code_points: Iterable[int]) -> str:
+    """A Python regex character class of ``code_points`` (sorted)."""
+    parts = (
+        f"\\U{a:08x}" + (f"-\\U{b:08x}" if b > a else "") for a, b in code_point_runs(code_points)
+    )
+    return "[" + "".join(parts) + "]"
+
+
+def deleted_characters() -> list[int]:
+    """The code points :func:`model_text` deletes, in order: what another tokenizer built from a
+    model (``psp export``) must delete too."""
+    return list(_deleted_char_table())
+
+
+def model_text(sentences: Sequence[str], lowercase: bool = True) -> list[str]:
+    """Lowercase, delete Unicode format characters (category Cf) and the Arabic optional marks:
+    the text a model sees.
+
+    Format characters steer rendering, not words: a soft hyphen (U+00AD) or zero-width space
+    (U+200B) inside a word would otherwise split it into other pieces and an unknown one, and
+    SentencePiece's NFKC turns some of them (U+200B, U+200C, U+FEFF, U+200E) into word breaks.
+    Zero-width (non-)joiners are deleted too: in Arabic-script text they choose glyph shapes or
+    mark a visual break inside one word, and writers use them inconsistently, so deleting them
+    gives the spellings with and without them the same pieces. The Arabic short vowels and
+    tatweel (:data:`ARABIC_OPTIONAL_MARKS`) are deleted for the same reason. Training
+    (:func:`psp.data.spm_training.train_spm`) and encoding (:meth:`PieceEncoder.encode`) both
+    call this, so they cannot disagree.
+
+    It sits on the hot path of embedding, so it spares lines without such a character the slow
+    ``str.translate``: an ASCII line has none (``isascii`` reads a flag), and a regex search
+    finds the others.
+    """
+    texts = [s.lower() for s in sentences] if lowercase else list(sentences)
+    needs = _deleted_char_pattern().search
+    table = _deleted_char_table()
+    return [t if t.isascii() or not needs(t) else t.translate(table) for t in texts]
+
+
+#: Code points below this have their ``model_text`` in :func:`char_table`: every cased letter
+#: and every character ``model_text`` deletes but the tags (the table takes 50 ms to build).
+LIMIT = FORMAT_CHARACTER_BLOCKS[0][1]
+#: From :data:`LIMIT` on, the code points ``model_text`` may change (the tag block, category Cf).
+_CHANGED_ABOVE = FORMAT_CHARACTER_BLOCKS[1]
+#: Characters whose lowercase depends on their neighbours (the capital sigma).
+_CONTEXTUAL = (0x03A3,)
+
+_JIT = {"nogil": True, "cache": True, "error_model": "numpy", "boundscheck": False}
+
+
+@functools.cache
+def char_table(lowercase: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Each code point's ``model_text`` below :data:`LIMIT`: ``starts`` (``LIMIT + 1``) into
+    ``chars`` (UTF-8 bytes), whether it needs its neighbours (``contextual``), and the most
+    bytes a byte of input can become."""
+    deleted = set(deleted_characters())
+    mapped = [
+        "" if cp in deleted or 0xD800 <= cp < 0xE000 else chr(cp).lower() if lowercase else chr(cp)
+        for cp in range(LIMIT)
+    ]
+    encoded = [text.encode("utf-8") for text in mapped]
+    starts = np.zeros(LIMIT + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), np.int64, LIMIT), out=starts[1:])
+    chars = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    contextual = np.zeros(LIMIT, dtype=np.bool_)
+    if lowercase:
+        contextual[list(_CONTEXTUAL)] = True
+    # A character of n bytes becomes at most growth * n (U+0130, two bytes, lowercases to three).
+    growth = 2 if lowercase else 1
+    return starts, chars, contextual, growth
+
+
+@numba.njit(**_JIT)
+def _map_texts(buf, text_starts, starts, chars, contextual, growth, lowercase):
+    """The mapped bytes of each text of ``buf``, their starts, and the texts to leave to
+    ``model_text``."""
+    n = text_starts.shape[0] - 1
+    out = np.empty(buf.shape[0] * growth + 1, dtype=np.uint8)
+    out_starts = np.empty(n + 1, dtype=np.int64)
+    unmapped = np.zeros(n, dtype=np.bool_)
+    o = 0
+    for k in range(n):
+        out_starts[k] = o
+        i, stop = text_starts[k], text_starts[k + 1]
+        while i < stop:
+            b = buf[i]
+            if b < 0x80:
+                out[o] = b + 32 if lowercase and 65 <= b <= 90 else b
+                o += 1
+                i += 1
+                continue
+            if b < 0xE0:
+                cp, size = ((b & 0x1F) << 6) | (buf[i + 1] & 0x3F), 2
+            elif b < 0xF0:
+                cp = ((b & 0x0F) << 12) | ((buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F)
+                size = 3
+            else:
+                cp = ((b & 0x07) << 18) | ((buf[i + 1] & 0x3F) << 12)
+                cp |= ((buf[i + 2] & 0x3F) << 6) | (buf[i + 3] & 0x3F)
+                size = 4
+            if cp < starts.shape[0] - 1:
+                unmapped[k] |= contextual[cp]
+                for j in range(starts[cp], starts[cp + 1]):
+                    out[o] = chars[j]
+                    o += 1
+            else:
+                unmapped[k] |= _CHANGED_ABOVE[0] <= cp < _CHANGED_ABOVE[1]
+                for j in range(size):
+                    out[o] = buf[i + j]
+                    o += 1
+            i += size
+    out_starts[n] = o
+    return out[:o], out_starts, unmapped
+
+
+def model_utf8(
+    sentences: Sequence[str], lowercase: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of ``model_text(sentences, lowercase)``, back to back.
+
+    Returns:
+        ``(buf, starts, unmapped)``: text ``k`` is ``buf[starts[k]:starts[k + 1]]``, which is
+        ``model_text`` of sentence ``k`` unless ``unmapped[k]`` (a capital sigma, or a tag
+        character): for those the caller takes ``model_text`` itself.
+
+    Raises:
+        UnicodeEncodeError: a sentence holds a lone surrogate (no UTF-8 spelling).
+    """
+    encoded = [s.encode("utf-8") for s in sentences]
+    buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    text_starts = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=text_starts[1:])
+    starts, chars, contextual, growth = char_table(lowercase)
+    return _map_texts(buf, text_starts, starts, chars, contextual, growth, lowercase)
