@@ -34,7 +34,7 @@ CACHE_WORDS = 200_000
 #: Two cuts of a word whose scores (sums of log probabilities, up to a few hundred in a
 #: sentence) are this close may come out either way in a sentence: such a word is not cached.
 TIE = 0.01
-#: Words per n-best task when ties are searched on several threads.
+#: Words per n-best search call (and per task when ties are searched on several threads).
 NBEST_CHUNK = 2048
 #: ``TrainerSpec.model_type`` of a unigram model (the one kind whose search can tie).
 UNIGRAM = 1
@@ -380,10 +380,25 @@ class WordPieces:
         )
 
     def _ties(self, words: list[str], num_threads: int | None) -> np.ndarray:
-        """Whether each word's two best cuts score within :data:`TIE` (unigram models)."""
-        if self.scores is None:
+        """Whether each word's two best cuts score within :data:`TIE` (unigram models).
+
+        SentencePiece's n-best search (14 µs a word, a loop in Python over its single-text call,
+        which releases the GIL) runs :data:`NBEST_CHUNK` words at a time, on ``num_threads``
+        threads: the cuts of a whole batch's new words at once, as Python lists, would hold
+        (and leave to the allocator) about 1 KiB a word.
+        """
+        if self.scores is None or not words:
             return np.zeros(len(words), dtype=bool)
-        best = _nbest_two(self._sp, words, num_threads or 1)
+        parts = [words[i : i + NBEST_CHUNK] for i in range(0, len(words), NBEST_CHUNK)]
+        threads = min(num_threads or 1, len(parts))
+        if threads <= 1:
+            return np.concatenate(list(map(self._part_ties, parts)))
+        with ThreadPoolExecutor(threads, thread_name_prefix="nbest") as pool:
+            return np.concatenate(list(pool.map(self._part_ties, parts)))
+
+    def _part_ties(self, words: list[str]) -> np.ndarray:
+        """:meth:`_ties` of one chunk of words."""
+        best = self._sp.nbest_encode_as_ids(words, nbest_size=2)
         totals = []
         for rank in (0, 1):
             flat, lengths = pieces_arrays([cuts[rank] if len(cuts) > rank else [] for cuts in best])
@@ -393,17 +408,6 @@ class WordPieces:
                 np.where(lengths > 0, running[starts + lengths] - running[starts], np.inf)
             )
         return np.abs(totals[0] - totals[1]) < TIE
-
-
-def _nbest_two(processor, words: list[str], threads: int) -> list[list[list[int]]]:
-    """The two best cuts of each word, on ``threads`` threads (SentencePiece's n-best search,
-    14 µs a word, is a loop in Python over its single-text call, which releases the GIL)."""
-    if threads <= 1 or len(words) < 2 * NBEST_CHUNK:
-        return processor.nbest_encode_as_ids(words, nbest_size=2)
-    parts = [words[i : i + NBEST_CHUNK] for i in range(0, len(words), NBEST_CHUNK)]
-    with ThreadPoolExecutor(threads, thread_name_prefix="nbest") as pool:
-        cuts = pool.map(lambda part: processor.nbest_encode_as_ids(part, nbest_size=2), parts)
-        return [c for part in cuts for c in part]
 
 
 def _model_type(model_bytes: bytes) -> int:
