@@ -13,7 +13,9 @@ import pytest
 from psp.model.text import (
     FORMAT_CHARACTER_BLOCKS,
     LIMIT,
+    char_table,
     deleted_characters,
+    folded_characters,
     model_text,
     model_utf8,
 )
@@ -39,23 +41,33 @@ def test_every_code_point_alone_and_between_letters(lowercase):
     assert_same_as_model_text([f"A{c}b {c}" for c in chars], lowercase)
 
 
-def test_only_the_contextual_and_tag_characters_are_left_to_model_text():
-    sentences = ["ΟΔΟΣ ΣΑ", "a\U000e0041b", "plain Σ", "no sigma σ"]
+def test_only_the_contextual_tag_and_supplementary_folded_characters_are_left_to_model_text():
+    sentences = ["ΟΔΟΣ ΣΑ", "a\U000e0041b", "plain Σ", "no sigma σ", "\U0002005e x", "國"]
     _, _, unmapped = model_utf8(sentences)
-    assert unmapped.tolist() == [True, True, True, False]
+    assert unmapped.tolist() == [True, True, True, False, True, False]
     assert not model_utf8(["ΟΔΟΣ"], lowercase=False)[2].any()
 
 
 def test_the_table_covers_what_model_text_may_change():
-    """Every format character lies in FORMAT_CHARACTER_BLOCKS, and from LIMIT on only the tag
-    block changes under model_text: what lets the table stop at LIMIT."""
+    """Every format character lies in FORMAT_CHARACTER_BLOCKS, and from LIMIT on model_text
+    changes exactly the code points the compiled path leaves to it: what lets the table stop at
+    LIMIT."""
     in_blocks = {cp for a, b in FORMAT_CHARACTER_BLOCKS for cp in range(a, b)}
     format_chars = {cp for cp in ALL if unicodedata.category(chr(cp)) == "Cf"}
     assert format_chars <= in_blocks
     assert format_chars <= set(deleted_characters())
-    tags = range(*FORMAT_CHARACTER_BLOCKS[1])
-    changed = [cp for cp in ALL if cp >= LIMIT and cp not in tags and chr(cp).lower() != chr(cp)]
-    assert changed == []
+    above = [chr(cp) for cp in ALL if cp >= LIMIT]
+    changed = [ord(c) for c, t in zip(above, model_text(above), strict=True) if t != c]
+    assert changed == char_table(True)[4].tolist()
+
+
+def test_traditional_chinese_is_folded_into_simplified_once():
+    """Folding is idempotent (no chain left in the table) and maps ideographs to ideographs."""
+    folded = folded_characters()
+    assert len(folded) > 4000
+    assert not set(folded.values()) & set(folded)
+    assert all(unicodedata.name(chr(cp), "").startswith("CJK") for cp in folded.values())
+    assert model_text(["這個問題很難。", "我們說漢語"]) == ["这个问题很难。", "我们说汉语"]
 
 
 @pytest.mark.parametrize("language", [*PAIRS, "en"])

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from psp.train import Bags, margin_loss, mine_negatives, pool, row_gradients, unique_rows
 from psp.train.kernels import adam_rows_, candidate_tolerance
-from psp.train.ops import sorted_row_gradients
+from psp.train.ops import drop_tokens, sorted_row_gradients
 from psp.train.optim import DenseAdam, LazyAdam, fused_adam_rows_
 
 PRECISIONS = ["float32", "bfloat16"]
@@ -266,3 +266,23 @@ def test_train_step_clips_the_gradient_norm(clip):
         assert norm > 1e-2  # the unclipped norm is far above the clip tested
     else:
         assert norm == pytest.approx(clip, rel=1e-3)
+
+
+def test_token_dropout_leaves_out_pieces_but_never_a_whole_sentence():
+    lengths = torch.tensor([0, 1, 3, 40, 2000])
+    offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+    torch.cumsum(lengths, 0, out=offsets[1:])
+    bags = Bags(torch.arange(int(offsets[-1])), offsets)
+    for seed in range(20):
+        dropped = drop_tokens(bags, 0.5, torch.Generator().manual_seed(seed))
+        kept = dropped.offsets[1:] - dropped.offsets[:-1]
+        assert kept[0] == 0 and kept[1] == 1 and (kept[2:] >= 1).all()
+        # The survivors are the sentence's own pieces, in order.
+        for k in range(len(lengths)):
+            ids = dropped.ids[dropped.offsets[k] : dropped.offsets[k + 1]]
+            assert ((ids >= offsets[k]) & (ids < offsets[k + 1])).all()
+            assert (ids[1:] > ids[:-1]).all()
+    share = 1 - kept[-1].item() / 2000
+    assert 0.45 < share < 0.55
+    same = drop_tokens(bags, 0.5, torch.Generator().manual_seed(19))
+    assert torch.equal(same.ids, dropped.ids)

@@ -1,21 +1,22 @@
 """The text a model sees: lowercased, with Unicode format characters and the Arabic optional
-marks deleted, as Python strings (:func:`model_text`) and, compiled, as UTF-8 bytes
-(:func:`model_utf8`, what the word cache reads).
+marks deleted and traditional Chinese characters folded into simplified ones, as Python strings
+(:func:`model_text`) and, compiled, as UTF-8 bytes (:func:`model_utf8`, what the word cache
+reads).
 
 Training (:func:`psp.data.spm_training.train_spm`), encoding (:class:`psp.model.piece_encoder.PieceEncoder`)
-and the exported tokenizers (``psp export``, through :func:`deleted_characters`) all take their
-text from here, so they cannot disagree.
+and the exported tokenizers (``psp export``, through :func:`deleted_characters` and
+:func:`folded_characters`) all take their text from here, so they cannot disagree.
 
 ``model_text`` is ``str.lower`` and ``str.translate`` per sentence plus a regex search for the
-characters it deletes: on news text 1.2 µs a sentence, as long as the word cache's whole lookup.
+characters it deletes or folds: on news text 1.2 µs a sentence, as long as the word cache's whole lookup.
 ``model_utf8`` gives the same bytes at a third of that: every code point below :data:`LIMIT` has
 its ``model_text`` as UTF-8 in one table, and one compiled loop decodes each sentence, maps each
 character and writes the result. Two things make a character's result depend on more than
 itself, and a sentence holding one is left to ``model_text``: the capital sigma (``str.lower``
 makes it a final ``ς`` at the end of a word, which depends on its neighbours), and the code
-points from :data:`LIMIT` on that ``model_text`` may change (the tag block, U+E0000-U+E0FFF;
-every other one there is kept as it is, which ``tests/test_model_text.py`` checks over all of
-them).
+points from :data:`LIMIT` on that ``model_text`` changes (the tag characters and the traditional
+ideographs of the supplementary planes; every other one there is kept as it is, which
+``tests/test_model_text.py`` checks over all of them).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import itertools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from importlib import resources
 
 import numba
 import numpy as np
@@ -33,6 +35,7 @@ __all__ = [
     "ARABIC_OPTIONAL_MARKS",
     "code_point_runs",
     "deleted_characters",
+    "folded_characters",
     "model_text",
     "model_utf8",
 ]
@@ -63,8 +66,7 @@ FORMAT_CHARACTER_BLOCKS = ((0, 0x20000), (0xE0000, 0xE1000))
 
 @functools.cache
 def _deleted_char_table() -> dict[int, None]:
-    """``str.translate`` table deleting every Unicode format character (category Cf) and the
-    Arabic optional marks.
+    """Every Unicode format character (category Cf) and the Arabic optional marks, as deletions.
 
     Built on first use, not at import, from the blocks that hold format characters
     (:data:`FORMAT_CHARACTER_BLOCKS`, 20 ms; all code points would take 0.2 s).
@@ -75,9 +77,33 @@ def _deleted_char_table() -> dict[int, None]:
 
 
 @functools.cache
-def _deleted_char_pattern() -> re.Pattern:
-    """Whether a line holds a character :func:`model_text` deletes (a C scan, no copy)."""
-    return re.compile(_code_point_class(deleted_characters()))
+def folded_characters() -> dict[int, int]:
+    """Each traditional Chinese character's simplified one (``traditional_chinese.tsv``, 4,353
+    characters from OpenCC's table): what another tokenizer built from a model must fold too.
+
+    The training corpora are simplified Chinese (UN, WMT news, XNLI: none of these characters
+    occurs in their 41,568 lines), so without the fold every traditional character of a user's
+    text (Taiwan, Hong Kong, much of Tatoeba) is a piece the model never saw, mostly unknown.
+    Folded one character at a time, a traditional sentence gets the pieces of its simplified
+    spelling; the few characters that are also simplified words of their own (``乾`` in
+    ``乾隆``, ``著`` in ``著名``) are merged with their simplified counterpart, a small loss of
+    distinctions for a model that sees whole sentences.
+    """
+    table = resources.files("psp.model").joinpath("traditional_chinese.tsv").read_text("utf-8")
+    rows = (line.split("\t") for line in table.splitlines() if not line.startswith("#"))
+    return {int(a, 16): int(b, 16) for a, b in rows}
+
+
+@functools.cache
+def _translate_table() -> dict[int, int | None]:
+    """``str.translate`` table of everything :func:`model_text` changes after lowercasing."""
+    return {**folded_characters(), **_deleted_char_table()}
+
+
+@functools.cache
+def _translated_char_pattern() -> re.Pattern:
+    """Whether a line holds a character :func:`model_text` deletes or folds (a C scan, no copy)."""
+    return re.compile(_code_point_class(sorted(_translate_table())))
 
 
 def code_point_runs(code_points: Iterable[int]) -> list[tuple[int, int]]:
@@ -107,8 +133,9 @@ def deleted_characters() -> list[int]:
 
 
 def model_text(sentences: Sequence[str], lowercase: bool = True) -> list[str]:
-    """Lowercase, delete Unicode format characters (category Cf) and the Arabic optional marks:
-    the text a model sees.
+    """Lowercase, delete Unicode format characters (category Cf) and the Arabic optional marks,
+    fold traditional Chinese characters into simplified ones (:func:`folded_characters`): the
+    text a model sees.
 
     Format characters steer rendering, not words: a soft hyphen (U+00AD) or zero-width space
     (U+200B) inside a word would otherwise split it into other pieces and an unknown one, and
@@ -125,16 +152,15 @@ def model_text(sentences: Sequence[str], lowercase: bool = True) -> list[str]:
     finds the others.
     """
     texts = [s.lower() for s in sentences] if lowercase else list(sentences)
-    needs = _deleted_char_pattern().search
-    table = _deleted_char_table()
+    needs = _translated_char_pattern().search
+    table = _translate_table()
     return [t if t.isascii() or not needs(t) else t.translate(table) for t in texts]
 
 
-#: Code points below this have their ``model_text`` in :func:`char_table`: every cased letter
-#: and every character ``model_text`` deletes but the tags (the table takes 50 ms to build).
+#: Code points below this have their ``model_text`` in :func:`char_table`: every cased letter,
+#: every character ``model_text`` deletes but the tags, and the traditional ideographs of the
+#: basic plane (the table takes 60 ms to build).
 LIMIT = FORMAT_CHARACTER_BLOCKS[0][1]
-#: From :data:`LIMIT` on, the code points ``model_text`` may change (the tag block, category Cf).
-_CHANGED_ABOVE = FORMAT_CHARACTER_BLOCKS[1]
 #: Characters whose lowercase depends on their neighbours (the capital sigma).
 _CONTEXTUAL = (0x03A3,)
 
@@ -142,13 +168,16 @@ _JIT = {"nogil": True, "cache": True, "error_model": "numpy", "boundscheck": Fal
 
 
 @functools.cache
-def char_table(lowercase: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def char_table(lowercase: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
     """Each code point's ``model_text`` below :data:`LIMIT`: ``starts`` (``LIMIT + 1``) into
-    ``chars`` (UTF-8 bytes), whether it needs its neighbours (``contextual``), and the most
-    bytes a byte of input can become."""
-    deleted = set(deleted_characters())
+    ``chars`` (UTF-8 bytes), whether it needs its neighbours (``contextual``), the most bytes a
+    byte of input can become, and the code points from :data:`LIMIT` on that ``model_text``
+    changes (sorted: a sentence holding one is left to it)."""
+    table = _translate_table()
     mapped = [
-        "" if cp in deleted or 0xD800 <= cp < 0xE000 else chr(cp).lower() if lowercase else chr(cp)
+        ""
+        if 0xD800 <= cp < 0xE000
+        else (chr(cp).lower() if lowercase else chr(cp)).translate(table)
         for cp in range(LIMIT)
     ]
     encoded = [text.encode("utf-8") for text in mapped]
@@ -158,13 +187,15 @@ def char_table(lowercase: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int
     contextual = np.zeros(LIMIT, dtype=np.bool_)
     if lowercase:
         contextual[list(_CONTEXTUAL)] = True
-    # A character of n bytes becomes at most growth * n (U+0130, two bytes, lowercases to three).
-    growth = 2 if lowercase else 1
-    return starts, chars, contextual, growth
+    # A character of n bytes becomes at most growth * n (U+0130, two bytes, lowercases to three;
+    # a folded ideograph of three bytes may become four).
+    growth = 2
+    changed_above = np.array(sorted(cp for cp in table if cp >= LIMIT), dtype=np.int64)
+    return starts, chars, contextual, growth, changed_above
 
 
 @numba.njit(**_JIT)
-def _map_texts(buf, text_starts, starts, chars, contextual, growth, lowercase):
+def _map_texts(buf, text_starts, starts, chars, contextual, growth, changed_above, lowercase):
     """The mapped bytes of each text of ``buf``, their starts, and the texts to leave to
     ``model_text``."""
     n = text_starts.shape[0] - 1
@@ -197,7 +228,8 @@ def _map_texts(buf, text_starts, starts, chars, contextual, growth, lowercase):
                     out[o] = chars[j]
                     o += 1
             else:
-                unmapped[k] |= _CHANGED_ABOVE[0] <= cp < _CHANGED_ABOVE[1]
+                at = np.searchsorted(changed_above, cp)
+                unmapped[k] |= at < changed_above.shape[0] and changed_above[at] == cp
                 for j in range(size):
                     out[o] = buf[i + j]
                     o += 1
@@ -213,8 +245,9 @@ def model_utf8(
 
     Returns:
         ``(buf, starts, unmapped)``: text ``k`` is ``buf[starts[k]:starts[k + 1]]``, which is
-        ``model_text`` of sentence ``k`` unless ``unmapped[k]`` (a capital sigma, or a tag
-        character): for those the caller takes ``model_text`` itself.
+        ``model_text`` of sentence ``k`` unless ``unmapped[k]`` (a capital sigma, a tag
+        character, a traditional ideograph of the supplementary planes): for those the caller
+        takes ``model_text`` itself.
 
     Raises:
         UnicodeEncodeError: a sentence holds a lone surrogate (no UTF-8 spelling).
@@ -223,5 +256,5 @@ def model_utf8(
     buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
     text_starts = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=text_starts[1:])
-    starts, chars, contextual, growth = char_table(lowercase)
-    return _map_texts(buf, text_starts, starts, chars, contextual, growth, lowercase)
+    starts, chars, contextual, growth, changed_above = char_table(lowercase)
+    return _map_texts(buf, text_starts, starts, chars, contextual, growth, changed_above, lowercase)

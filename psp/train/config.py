@@ -44,6 +44,7 @@ class TrainConfig:
     epochs: int
     lr: float
     dropout: float
+    token_dropout: float
     grad_clip: float | None
     max_pieces: int | None
     seed: int
@@ -78,6 +79,7 @@ class TrainConfig:
         "anneal",
         "lr",
         "dropout",
+        "token_dropout",
         "grad_clip",
         "max_pieces",
         "seed",

@@ -39,6 +39,24 @@ def pool(
     return sums.index_add_(0, segment, tokens) / lengths.unsqueeze(1)
 
 
+def drop_tokens(bags: Bags, share: float, generator: torch.Generator | None) -> Bags:
+    """``bags`` with each piece left out with probability ``share``; a sentence the draw would
+    empty keeps all its pieces (an empty bag has no mean to train).
+
+    Word dropout as in deep averaging networks: a mean of fewer pieces is a noisier view of the
+    sentence, so the table cannot lean on one frequent piece to match a pair. It only filters
+    the ids, so the step pools and back-propagates on its compiled path, unlike ``dropout``.
+    """
+    lengths = bags.offsets[1:] - bags.offsets[:-1]
+    segment = torch.repeat_interleave(torch.arange(len(bags), device=bags.ids.device), lengths)
+    keep = torch.rand(len(bags.ids), generator=generator, device=bags.ids.device) >= share
+    kept = torch.bincount(segment[keep], minlength=len(bags))
+    keep |= (kept == 0)[segment]
+    offsets = torch.zeros_like(bags.offsets)
+    torch.cumsum(torch.bincount(segment[keep], minlength=len(bags)), 0, out=offsets[1:])
+    return Bags(bags.ids[keep], offsets)
+
+
 def row_gradients(grad: torch.Tensor, local: torch.Tensor, bags: Bags, n_rows: int) -> torch.Tensor:
     """The gradient of :func:`pool` (no dropout) on the rows it pooled: ``(n_rows, dim)``.
 

@@ -5,7 +5,8 @@ objective's loss (:mod:`psp.train.losses`) to the pooled embeddings only, turns 
 gradient of the rows used (:func:`psp.train.ops.row_gradients`, one pass) and hands
 ``(rows, grad)`` to a row-sparse Adam (:mod:`psp.train.optim`), which updates the rows and their
 moments where they live. With dropout the rows are gathered first and autograd reaches them
-through the dropped-out tokens.
+through the dropped-out tokens; token dropout only thins the sentences' piece ids before
+pooling (:func:`psp.train.ops.drop_tokens`), so it keeps the compiled path.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from psp.train.bags import Bags
 from psp.train.config import TrainConfig
 from psp.train.losses import loss_for
 from psp.train.negatives import MinedMegabatch, mine_negatives
-from psp.train.ops import embed_bags, pool, row_gradients
+from psp.train.ops import drop_tokens, embed_bags, pool, row_gradients
 from psp.train.optim import DenseAdam, LazyAdam
 
 
@@ -91,6 +92,8 @@ def train_step(
     """
     objective = loss_for(cfg)
     sentences = objective.sentences(batch, pairs)
+    if cfg.token_dropout > 0:
+        sentences = drop_tokens(sentences, cfg.token_dropout, generator)
     rows, local = unique_rows(sentences.ids, len(table))
     if cfg.dropout > 0:
         block = table.index_select(0, rows).requires_grad_()

@@ -61,9 +61,10 @@ class WindowResult:
 def window_generator(
     cfg: TrainConfig, epoch: int, start: int, device: torch.device
 ) -> torch.Generator | None:
-    """Dropout's random stream for one mega-batch, from ``(seed, epoch, start)`` alone, so it
-    does not depend on which worker trains the mega-batch (``None`` without dropout)."""
-    if cfg.dropout <= 0:
+    """The random stream of dropout and token dropout for one mega-batch, from
+    ``(seed, epoch, start)`` alone, so it does not depend on which worker trains the mega-batch
+    (``None`` without either)."""
+    if cfg.dropout <= 0 and cfg.token_dropout <= 0:
         return None
     seed = int(np.random.SeedSequence([cfg.seed, epoch, start]).generate_state(1)[0])
     return torch.Generator(device=device).manual_seed(seed)
