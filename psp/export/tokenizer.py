@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import tempfile
 from pathlib import Path
 
 from psp.io import InputError
@@ -92,8 +93,6 @@ def folding_charsmap() -> bytes:
     SentencePiece compiles the map itself: a model trained on a few letters with the fold as its
     only normalisation rule (``normalization_rule_tsv``) carries it, 10 ms.
     """
-    import tempfile
-
     import sentencepiece
     from sentencepiece import sentencepiece_model_pb2
 

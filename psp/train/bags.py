@@ -18,6 +18,17 @@ class Bags:
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    def lengths(self) -> torch.Tensor:
+        """Pieces per sentence."""
+        return self.offsets[1:] - self.offsets[:-1]
+
+    def segment(self) -> torch.Tensor:
+        """The sentence of each piece (``ids``' length), what ``index_add_`` and ``bincount``
+        group by."""
+        return torch.repeat_interleave(
+            torch.arange(len(self), device=self.ids.device), self.lengths()
+        )
+
     def select(self, index: torch.Tensor) -> Bags:
         """The sentences ``index`` (any order, repeats allowed), without a Python loop."""
         starts = self.offsets[index]

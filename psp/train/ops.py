@@ -33,10 +33,8 @@ def pool(
     tokens = table[bags.ids]
     keep = torch.rand(tokens.shape, generator=generator, device=tokens.device) >= dropout
     tokens = tokens * keep / (1 - dropout)
-    lengths = bags.offsets[1:] - bags.offsets[:-1]
-    segment = torch.repeat_interleave(torch.arange(len(bags), device=tokens.device), lengths)
     sums = torch.zeros(len(bags), table.shape[1], device=tokens.device, dtype=tokens.dtype)
-    return sums.index_add_(0, segment, tokens) / lengths.unsqueeze(1)
+    return sums.index_add_(0, bags.segment(), tokens) / bags.lengths().unsqueeze(1)
 
 
 def drop_tokens(bags: Bags, share: float, generator: torch.Generator | None) -> Bags:
@@ -47,13 +45,13 @@ def drop_tokens(bags: Bags, share: float, generator: torch.Generator | None) -> 
     sentence, so the table cannot lean on one frequent piece to match a pair. It only filters
     the ids, so the step pools and back-propagates on its compiled path, unlike ``dropout``.
     """
-    lengths = bags.offsets[1:] - bags.offsets[:-1]
-    segment = torch.repeat_interleave(torch.arange(len(bags), device=bags.ids.device), lengths)
+    segment = bags.segment()
     keep = torch.rand(len(bags.ids), generator=generator, device=bags.ids.device) >= share
     kept = torch.bincount(segment[keep], minlength=len(bags))
-    keep |= (kept == 0)[segment]
+    emptied = kept == 0
+    keep |= emptied[segment]
     offsets = torch.zeros_like(bags.offsets)
-    torch.cumsum(torch.bincount(segment[keep], minlength=len(bags)), 0, out=offsets[1:])
+    torch.cumsum(torch.where(emptied, bags.lengths(), kept), 0, out=offsets[1:])
     return Bags(bags.ids[keep], offsets)
 
 
@@ -78,8 +76,8 @@ def sorted_row_gradients(
     grad: torch.Tensor, local: torch.Tensor, bags: Bags, n_rows: int
 ) -> torch.Tensor:
     """:func:`row_gradients` with torch ops, for any device."""
-    lengths = bags.offsets[1:] - bags.offsets[:-1]
-    bag = torch.repeat_interleave(torch.arange(len(lengths), device=grad.device), lengths)
+    lengths = bags.lengths()
+    bag = bags.segment()
     order = torch.argsort(local, stable=True)
     starts = torch.zeros(n_rows, dtype=torch.int64, device=grad.device)
     torch.cumsum(torch.bincount(local, minlength=n_rows)[:-1], 0, out=starts[1:])
