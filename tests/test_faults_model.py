@@ -83,6 +83,44 @@ def test_a_pickle_in_place_of_the_weights_is_refused_unread(model_copy, lines_fi
     assert not marker.exists() and not out.exists()
 
 
+@pytest.mark.parametrize(
+    "tensors, says",
+    [
+        ({"embedding.weight": np.zeros((4, 2), np.int32)}, "has non-float dtype I32"),
+        ({"other": np.zeros((4, 2), np.float32)}, "expected one tensor 'embedding.weight'"),
+        (
+            {"embedding.weight": np.zeros((4, 2), np.float32), "x": np.zeros(1, np.float32)},
+            "expected one tensor 'embedding.weight', found ['embedding.weight', 'x']",
+        ),
+    ],
+)
+def test_a_weights_file_of_other_tensors_is_named(model_copy, tensors, says):
+    from safetensors.numpy import save_file
+
+    from psp.io import InputError
+    from psp.model.directory import read_model_dir
+
+    weights = model_copy / "embeddings.safetensors"
+    save_file(tensors, str(weights))
+    with pytest.raises(InputError) as err:
+        read_model_dir(model_copy)
+    assert str(err.value).startswith(f"{weights}: ") and says in str(err.value)
+
+
+def test_the_table_reads_back_bit_for_bit_in_float32_and_float16(model_copy):
+    from safetensors.numpy import load_file, save_file
+
+    from psp.model.directory import read_model_dir
+
+    weights = model_copy / "embeddings.safetensors"
+    table = load_file(str(weights))["embedding.weight"]
+    assert np.array_equal(read_model_dir(model_copy)[2], table)
+    save_file({"embedding.weight": table.astype(np.float16)}, str(weights))
+    assert np.array_equal(
+        read_model_dir(model_copy)[2], table.astype(np.float16).astype(np.float32)
+    )
+
+
 def test_outputs_get_the_umask_mode(tiny_model, lines_file, tmp_path):
     """Every file of a saved model and every output is group- and world-readable under the
     usual umask 022 (safetensors and mkstemp create 0600)."""

@@ -255,10 +255,11 @@ class SentenceEmbedder:
         # pooling run without the GIL, so the threads share nothing but the cache's growth.
         chunk = max(1, min(batch_size, -(-n // threads)))
         starts = range(0, n, chunk)
+        inner = 1 if len(starts) > 1 else threads
 
         def embed_chunk(start: int) -> int:
             stop = min(start + chunk, n)
-            ids, offsets = self.encoder.encode(sentences[start:stop], num_threads=threads)
+            ids, offsets = self.encoder.encode(sentences[start:stop], num_threads=inner)
             self.pool(ids, offsets, out[start:stop], 1)
             return stop - start
 

@@ -124,13 +124,20 @@ def _find_words(buf, text_starts, slots, word_hashes, arena, arena_starts):
     """Cut each text of ``buf`` (UTF-8, text ``k`` at ``text_starts[k]:text_starts[k + 1]``)
     at spaces and look each word up: each word's byte span, FNV-1a hash and table index (-1:
     not there), each text's word count, and whether a text holds another whitespace
-    character."""
+    character. The words are counted first, so the four per-word arrays are their exact size
+    (a bound from the byte count would be three times that on news text: 11 MiB for the 2,048
+    longest of 120k news lines)."""
     n_texts = text_starts.shape[0] - 1
-    most = (buf.shape[0] + n_texts) // 2 + 1  # a word is a byte and a space at least
-    begins = np.empty(most, dtype=np.int64)
-    ends = np.empty(most, dtype=np.int64)
-    hashes = np.empty(most, dtype=np.uint64)
-    found = np.empty(most, dtype=np.int64)
+    words = 0
+    for k in range(n_texts):
+        previous = 32
+        for i in range(text_starts[k], text_starts[k + 1]):
+            words += buf[i] != 32 and previous == 32
+            previous = buf[i]
+    begins = np.empty(words, dtype=np.int64)
+    ends = np.empty(words, dtype=np.int64)
+    hashes = np.empty(words, dtype=np.uint64)
+    found = np.empty(words, dtype=np.int64)
     counts = np.zeros(n_texts, dtype=np.int64)
     other = np.zeros(n_texts, dtype=np.bool_)
     w = 0
@@ -152,7 +159,7 @@ def _find_words(buf, text_starts, slots, word_hashes, arena, arena_starts):
             found[w] = _find(buf, begins[w], i, h, slots, word_hashes, arena, arena_starts)
             counts[k] += 1
             w += 1
-    return begins[:w], ends[:w], hashes[:w], found[:w], counts, other
+    return begins, ends, hashes, found, counts, other
 
 
 @numba.njit(**_JIT)
