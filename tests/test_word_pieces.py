@@ -154,3 +154,42 @@ def test_threads_filling_one_cache_at_once_get_sentencepiece_ids(spm_path, news)
     for batch, (flat, lengths) in zip(slices, results):
         plain = pieces_arrays(encoder._sp.encode(batch, out_type=int))
         assert np.array_equal(flat, plain[0]) and np.array_equal(lengths, plain[1])
+
+
+def test_a_table_taken_before_the_cache_grew_still_answers_with_its_own_words(spm_path, news):
+    """The cache grows in place (new words appended, their slots filled in the same array
+    until it fills up): a lookup through an older table finds its words where they were and
+    never a word added after it."""
+    from psp.model.word_pieces import _find_words
+
+    words = PieceEncoder(spm_path)._words
+    texts = model_text(news)
+    batches = [texts[:300], texts[300:400], texts[400:500], texts[500:1500]]
+    words.encode(batches[0])
+    tables = [words.table]
+    for batch in batches[1:]:
+        words.encode(batch)
+        tables.append(words.table)
+    # The third batch's words went into the second table's slots and arrays (past its items),
+    # the last batch's into new ones.
+    assert tables[2].slots is tables[1].slots and tables[3].slots is not tables[2].slots
+    assert np.shares_memory(tables[2].word_hashes, tables[1].word_hashes)
+    last = tables[-1]
+    for older in tables[:-1]:
+        known = len(older.word_hashes)
+        assert np.array_equal(last.word_hashes[:known], older.word_hashes)
+        for batch in batches:
+            old_found = _find_words(*utf8(batch), *older.keys)[3]
+            new_found = _find_words(*utf8(batch), *last.keys)[3]
+            assert old_found.max() < known
+            kept = old_found >= 0  # found through the older table: at the same index in both
+            assert np.array_equal(old_found[kept], new_found[kept])
+            assert (new_found >= 0).all()
+        assert (_find_words(*utf8(batches[0]), *older.keys)[3] >= 0).all()
+
+
+def utf8(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``texts`` as one UTF-8 buffer and each text's start (the lookup's input)."""
+    raw = [text.encode("utf-8") for text in texts]
+    starts = np.concatenate(([0], np.cumsum([len(r) for r in raw]))).astype(np.int64)
+    return np.frombuffer(b"".join(raw), dtype=np.uint8), starts

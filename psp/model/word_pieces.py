@@ -106,13 +106,21 @@ def _same(buf, begin, end, arena, arena_begin, arena_end):
 @numba.njit(**_JIT)
 def _find(buf, begin, end, h, slots, word_hashes, arena, arena_starts):
     """The table index of the word ``buf[begin:end]`` of hash ``h`` (open addressing, the bytes
-    compared), or -1."""
+    compared), or -1.
+
+    A slot may hold a word added after the caller took its table (the slots are filled in place,
+    :meth:`WordPieces._grow`): its index is past ``word_hashes``, and the search goes on past it
+    as past any other word.
+    """
     mask = np.uint64(slots.shape[0] - 1)
     slot = h & mask
+    words = word_hashes.shape[0]
     while slots[slot] >= 0:
         k = slots[slot]
-        if word_hashes[k] == h and _same(
-            buf, begin, end, arena, arena_starts[k], arena_starts[k + 1]
+        if (
+            k < words
+            and word_hashes[k] == h
+            and _same(buf, begin, end, arena, arena_starts[k], arena_starts[k + 1])
         ):
             return k
         slot = (slot + np.uint64(1)) & mask
@@ -232,17 +240,33 @@ class Table(NamedTuple):
         return self.slots, self.word_hashes, self.arena, self.arena_starts
 
 
-def _empty_table() -> Table:
-    return Table(
-        slots=np.full(1 << 10, -1, dtype=np.int64),
-        word_hashes=np.zeros(0, dtype=np.uint64),
-        arena=np.zeros(0, dtype=np.uint8),
-        arena_starts=np.zeros(1, dtype=np.int64),
-        starts=np.zeros(0, dtype=np.int64),
-        lengths=np.zeros(0, dtype=np.int64),
-        ids=np.zeros(0, dtype=np.int32),
-        tied=np.zeros(0, dtype=bool),
-    )
+class _Column:
+    """An append-only array grown in place: what a published :class:`Table` holds is a view of
+    its first ``size`` items, which an append never changes.
+
+    Appending writes past the published items into spare capacity, and a full buffer is
+    replaced by one of twice the size (the old one lives on in the views readers hold), so
+    filling the cache copies each item about twice in all instead of the whole cache on every
+    batch that brings new words (a 12 MiB cache was held twice at the peak of a first pass).
+    """
+
+    def __init__(self, dtype, initial=()):
+        self.buffer = np.array(initial, dtype=dtype)
+        self.size = len(self.buffer)
+
+    def append(self, values: np.ndarray) -> np.ndarray:
+        """Append ``values``; a view of everything appended so far."""
+        need = self.size + len(values)
+        if need > len(self.buffer):
+            bigger = np.empty(max(need, 2 * len(self.buffer), 1024), dtype=self.buffer.dtype)
+            bigger[: self.size] = self.buffer[: self.size]
+            self.buffer = bigger
+        self.buffer[self.size : need] = values
+        self.size = need
+        return self.buffer[:need]
+
+    def view(self) -> np.ndarray:
+        return self.buffer[: self.size]
 
 
 class WordPieces:
@@ -252,10 +276,12 @@ class WordPieces:
     is cut into words and looked up in one pass, and only the words it has not seen go to
     SentencePiece (with ``nbest`` 2, to find the words whose cut may tie).
 
-    Threads look words up at once without a lock: the cache's state is one :class:`Table` of
-    arrays that are never written once published. Adding words (under a lock, one thread at a
-    time) builds new arrays and publishes the new table in one assignment, so a lookup sees
-    either the old table or the new one, whole.
+    Threads look words up at once without a lock: the cache's state is one :class:`Table`,
+    published in one assignment, whose items are never written once published. Adding words
+    (under a lock, one thread at a time) appends them past the published items
+    (:class:`_Column`), then enters them in empty slots, and publishes the new table: a lookup
+    through an older table may meet a new word's slot, whose index is past its own words, and
+    goes on past it (:func:`_find`); the slots are built anew only when they fill up.
 
     Args:
         processor: the ``SentencePieceProcessor`` whose ids are cached (its model must pass
@@ -265,7 +291,19 @@ class WordPieces:
 
     def __init__(self, processor, capacity: int = CACHE_WORDS):
         self._sp, self.capacity = processor, capacity
-        self.table = _empty_table()
+        self._columns = {
+            "word_hashes": _Column(np.uint64),
+            "arena": _Column(np.uint8),
+            "arena_starts": _Column(np.int64, [0]),
+            "starts": _Column(np.int64),
+            "lengths": _Column(np.int64),
+            "ids": _Column(np.int32),
+            "tied": _Column(np.bool_),
+        }
+        self.table = Table(
+            slots=np.full(1 << 10, -1, dtype=np.int32),
+            **{name: column.view() for name, column in self._columns.items()},
+        )
         unigram = _model_type(processor.serialized_model_proto()) == UNIGRAM
         vocab = processor.get_piece_size()
         self.scores = np.array([processor.get_score(i) for i in range(vocab)]) if unigram else None
@@ -362,29 +400,28 @@ class WordPieces:
         """Publish a table with ``words`` (UTF-8, new) added, their hashes, ids and ties."""
         texts = [word.decode("utf-8") for word in words]
         flat, lengths = self._encode_whole(texts, num_threads)
-        old = self.table
+        tied = self._ties(texts, num_threads)
+        old, columns = self.table, self._columns
         first = len(old.word_hashes)
         sizes = np.fromiter(map(len, words), np.int64, len(words))
-        word_hashes = np.concatenate((old.word_hashes, hashes))
-        words_now = len(word_hashes)
+        grown = {
+            "word_hashes": columns["word_hashes"].append(hashes),
+            "arena": columns["arena"].append(np.frombuffer(b"".join(words), np.uint8)),
+            "arena_starts": columns["arena_starts"].append(old.arena_starts[-1] + np.cumsum(sizes)),
+            "starts": columns["starts"].append(len(old.ids) + _starts(lengths)),
+            "lengths": columns["lengths"].append(lengths),
+            "ids": columns["ids"].append(flat),
+            "tied": columns["tied"].append(tied),
+        }
+        words_now = len(grown["word_hashes"])
         if 2 * words_now > len(old.slots):
-            slots = np.full(1 << (2 * words_now).bit_length(), -1, dtype=np.int64)
-            _place(slots, word_hashes, 0, words_now)
+            slots = np.full(1 << (2 * words_now).bit_length(), -1, dtype=np.int32)
+            _place(slots, grown["word_hashes"], 0, words_now)
         else:
-            slots = old.slots.copy()  # the old table's readers keep the old slots
-            _place(slots, word_hashes, first, words_now)
-        self.table = Table(
-            slots=slots,
-            word_hashes=word_hashes,
-            arena=np.concatenate((old.arena, np.frombuffer(b"".join(words), np.uint8))),
-            arena_starts=np.concatenate(
-                (old.arena_starts, old.arena_starts[-1] + np.cumsum(sizes))
-            ),
-            starts=np.concatenate((old.starts, len(old.ids) + _starts(lengths))),
-            lengths=np.concatenate((old.lengths, lengths)),
-            ids=np.concatenate((old.ids, flat)),
-            tied=np.concatenate((old.tied, self._ties(texts, num_threads))),
-        )
+            # Only empty slots are written, after the words' items: see the class docstring.
+            slots = old.slots
+            _place(slots, grown["word_hashes"], first, words_now)
+        self.table = Table(slots=slots, **grown)
 
     def _ties(self, words: list[str], num_threads: int | None) -> np.ndarray:
         """Whether each word's two best cuts score within :data:`TIE` (unigram models).
