@@ -263,8 +263,11 @@ def test_the_temp_folder_of_a_killed_mine_texts_is_swept_by_the_next(tiny_model,
         [sys.executable, "-c", _MINE_TEXTS, str(tiny_model), str(text)],
         env=os.environ | {"TMPDIR": str(tmp)},
     )
+    # Wait for the miner's own folder: tempfile first probes TMPDIR with a file it deletes at once.
     deadline = time.monotonic() + 120
-    while not list(tmp.iterdir()) and child.poll() is None and time.monotonic() < deadline:
+    while (
+        not list(tmp.glob(".psp-mine.*")) and child.poll() is None and time.monotonic() < deadline
+    ):
         time.sleep(0.005)
     child.send_signal(signal.SIGKILL)
     assert child.wait() == -signal.SIGKILL, "mine_texts ended before it could be killed"

@@ -399,3 +399,30 @@ def test_train_on_cuda(tiny, tmp_path, loss):
         work_dir=tmp_path / "w",
     )
     assert np.isfinite(weights(out).numpy()).all()
+
+
+def test_the_learning_curve_is_drawn_at_most_once_a_minute_and_at_the_end(tiny, tmp_path):
+    """Every checkpoint writes the log; the curve (half a second of one core, the workers
+    waiting) is drawn at the first, then only when a minute has passed, and at the end."""
+    import psp.train.loop as loop
+
+    drawn = []
+    real = loop.plot_learning_curve
+
+    def counting(rows, out_png, metric=None):
+        drawn.append(sum(row["event"] == "epoch" for row in rows))
+        real(rows, out_png, metric)
+
+    cfg = tiny_config(epochs=3)
+    with mock.patch.object(loop, "plot_learning_curve", counting):
+        train(cfg, tiny["h5"], tiny["spm"], model_dir=tmp_path / "m", work_dir=tmp_path / "w")
+        # The first checkpoint (ten steps in, no epoch logged yet), then the end of the run.
+        assert drawn == [0, 3]
+        drawn.clear()
+        with mock.patch.object(loop, "CURVE_EVERY_S", 0.0):
+            train(cfg, tiny["h5"], tiny["spm"], model_dir=tmp_path / "m2", work_dir=tmp_path / "w2")
+        # Every checkpoint (every ten steps and each epoch's end), then the end of the run.
+        assert len(drawn) > 9 and drawn == sorted(drawn) and drawn[-2:] == [3, 3]
+    log = (tmp_path / "w" / "train_log.tsv").read_text().splitlines()
+    assert sum(line.startswith("epoch\t") for line in log) == 3
+    assert (tmp_path / "w" / "learning_curve.png").stat().st_size > 1000

@@ -33,6 +33,11 @@ from psp.train.step import PhaseTimes, train_megabatch
 
 log = logging.getLogger(__name__)
 
+#: Seconds between drawings of the learning curve while a run trains; the end of the run always
+#: draws it. A drawing takes about half a second on one core while the workers wait, and the
+#: default run's trainings checkpoint about 340 times.
+CURVE_EVERY_S = 60.0
+
 
 class Trainer:
     """One training run over ``h5_path`` (pairs written with the SentencePiece ``spm_path``),
@@ -86,6 +91,7 @@ class Trainer:
         self.megabatch = 1
         self.step_rate: float | None = None  # pairs/s measured by a parallel run (None: timed here)
         self.stopped = False
+        self.curve_drawn = -float("inf")  # time.monotonic() of the last drawing
         if cfg.select_best and evaluator is None:
             log.warning("select_best without an evaluator: the last epoch will be exported")
 
@@ -110,7 +116,7 @@ class Trainer:
             while self.state.epoch < self.cfg.epochs and not self.stopped:
                 self.train_epoch()
         # Also when a resumed run had nothing left to do: the log and curve are outputs too.
-        self.write_log()
+        self.write_log(final=True)
 
     def train_epoch(self) -> None:
         cfg, state = self.cfg, self.state
@@ -217,10 +223,14 @@ class Trainer:
         self.log.write(self.ckpt.dir / "train_log.tsv")
         self.write_log()
 
-    def write_log(self) -> None:
+    def write_log(self, final: bool = False) -> None:
+        """Write the log, and draw the learning curve at the end of the run or when
+        :data:`CURVE_EVERY_S` have passed since the last drawing."""
         self.log.write(self.work_dir / "train_log.tsv")
-        metric = getattr(self.evaluator, "primary_metric", None)
-        plot_learning_curve(self.log.rows, self.work_dir / "learning_curve.png", metric)
+        if final or time.monotonic() - self.curve_drawn >= CURVE_EVERY_S:
+            metric = getattr(self.evaluator, "primary_metric", None)
+            plot_learning_curve(self.log.rows, self.work_dir / "learning_curve.png", metric)
+            self.curve_drawn = time.monotonic()
 
     def export(self, model_dir: str | os.PathLike) -> Path:
         """Save the model (the best epoch's table when selecting) with its provenance."""

@@ -298,9 +298,9 @@ class ParallelTrainer(Trainer):
         if self.is_main:
             super().checkpoint()
 
-    def write_log(self) -> None:
+    def write_log(self, final: bool = False) -> None:
         if self.is_main:
-            super().write_log()
+            super().write_log(final)
 
     def close(self) -> None:
         for worker in self.workers:
