@@ -5,7 +5,8 @@ pieces), and every line of every mirror file of X and English (bitext, monolingu
 paraphrases, STS, STS17, Tatoeba) is encoded through the cache and by SentencePiece sentence by
 sentence; a model with byte fallback does the same on every Tatoeba language. Chinese (no
 spaces), Arabic (its marks deleted first), tabs, no-break spaces and unknown characters are all
-in there.
+in there. On the same text, the lattice that says which words may tie gives the gap between
+each distinct word's two best cuts that SentencePiece's own n-best search scores.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from psp.data.spm_training import spm_settings, train_spm
 from psp.model.piece_encoder import PieceEncoder
 from psp.model.text import model_text
+from psp.model.unigram_ties import PieceLattice
 from psp.model.word_pieces import WordPieces, cache_is_exact, pieces_arrays
 
 PAIRS = ("ar", "de", "es", "fr", "ru", "tr", "zh")
@@ -77,6 +79,29 @@ def assert_cache_exact(encoder: PieceEncoder, lines: list[str]) -> None:
     plain._words = None
     for a, b in zip(encoder.encode(lines), plain.encode(lines)):
         assert np.array_equal(a, b)
+    assert_lattice_gaps(encoder, sorted({word for text in texts for word in text.split()}))
+
+
+def nbest_gaps(processor, words: list[str]) -> np.ndarray:
+    """SentencePiece's score of each word's best cut less its second best's (inf: one cut)."""
+    found = processor.nbest_encode(words, nbest_size=2, return_type="proto")
+    return np.array(
+        [c.nbests[0].score - c.nbests[1].score if len(c.nbests) > 1 else np.inf for c in found]
+    )
+
+
+def assert_lattice_gaps(encoder: PieceEncoder, words: list[str]) -> None:
+    """:class:`PieceLattice`'s gaps are SentencePiece's, to float32 rounding, on ``words``."""
+    gaps = PieceLattice(encoder._sp, encoder.model_bytes).gaps(words)
+    expected = nbest_gaps(encoder._sp, words)
+    one_cut = np.isinf(expected)
+    assert np.array_equal(np.isinf(gaps), one_cut), "words with one cut differ"
+    differences = np.zeros(len(words))
+    differences[~one_cut] = np.abs(gaps[~one_cut] - expected[~one_cut])
+    worst = int(np.argmax(differences)) if len(words) else 0
+    assert differences.max(initial=0.0) < 1e-3, (
+        f"{words[worst]!r}: lattice gap {gaps[worst]}, SentencePiece {expected[worst]}"
+    )
 
 
 @pytest.mark.parametrize("language", [*PAIRS, "en"])
@@ -99,6 +124,31 @@ def test_word_cache_is_sentencepiece_with_byte_fallback_on_every_tatoeba_languag
         character_coverage=0.9995,
     )
     assert_cache_exact(PieceEncoder(model), lines)
+
+
+def test_a_word_with_a_user_defined_piece_is_left_to_sentencepiece(tmp_path, news):
+    """SentencePiece scores a user-defined piece with a bonus of its own: the lattice does not
+    guess it, and the cache leaves such words to SentencePiece's whole-sentence search."""
+    import sentencepiece as spm
+
+    prefix = tmp_path / "spm"
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(model_text(news)),
+        model_prefix=str(prefix),
+        vocab_size=500,
+        user_defined_symbols=["<x>", "qq"],
+        minloglevel=2,
+    )
+    encoder = PieceEncoder(Path(f"{prefix}.model"))
+    gaps = PieceLattice(encoder._sp, encoder.model_bytes).gaps(["a<x>b", "qq", "<x>", "the"])
+    assert list(np.isneginf(gaps)) == [True, True, True, False]
+    lines = [f"{line} a<x>b qq" for line in news[:200]] + news[200:400]
+    cached = WordPieces(encoder._sp)
+    texts = model_text(lines)
+    assert np.array_equal(
+        np.concatenate(cached.encode(texts)),
+        np.concatenate(pieces_arrays(encoder._sp.encode(texts, out_type=int))),
+    )
 
 
 def test_encoder_gives_the_same_ids_with_and_without_the_cache(shared_data, spm_path):

@@ -21,11 +21,13 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numba
 import numpy as np
+
+from psp.model.byte_table import FNV_OFFSET, FNV_PRIME, JIT, empty_slots, find, place
+from psp.model.unigram_ties import PieceLattice
 
 #: Distinct words a cache holds at most (a bounded memory, about 35 MB): beyond it, a new word
 #: is encoded with its batch and not kept. The frequent words come first in any corpus.
@@ -34,8 +36,6 @@ CACHE_WORDS = 200_000
 #: Two cuts of a word whose scores (sums of log probabilities, up to a few hundred in a
 #: sentence) are this close may come out either way in a sentence: such a word is not cached.
 TIE = 0.01
-#: Words per n-best search call (and per task when ties are searched on several threads).
-NBEST_CHUNK = 2048
 #: ``TrainerSpec.model_type`` of a unigram model (the one kind whose search can tie).
 UNIGRAM = 1
 
@@ -65,11 +65,7 @@ def pieces_arrays(pieces: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return flat, lengths
 
 
-_JIT = {"nogil": True, "cache": True, "error_model": "numpy"}
-_FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
-
-
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _other_whitespace(buf, i):
     """Whether a whitespace character other than the space starts at byte ``i`` of UTF-8
     ``buf`` (Python's ``str.isspace`` set: what ``str.split`` would cut at, and SentencePiece
@@ -93,41 +89,7 @@ def _other_whitespace(buf, i):
     return False
 
 
-@numba.njit(**_JIT)
-def _same(buf, begin, end, arena, arena_begin, arena_end):
-    if end - begin != arena_end - arena_begin:
-        return False
-    for j in range(end - begin):
-        if buf[begin + j] != arena[arena_begin + j]:
-            return False
-    return True
-
-
-@numba.njit(**_JIT)
-def _find(buf, begin, end, h, slots, word_hashes, arena, arena_starts):
-    """The table index of the word ``buf[begin:end]`` of hash ``h`` (open addressing, the bytes
-    compared), or -1.
-
-    A slot may hold a word added after the caller took its table (the slots are filled in place,
-    :meth:`WordPieces._grow`): its index is past ``word_hashes``, and the search goes on past it
-    as past any other word.
-    """
-    mask = np.uint64(slots.shape[0] - 1)
-    slot = h & mask
-    words = word_hashes.shape[0]
-    while slots[slot] >= 0:
-        k = slots[slot]
-        if (
-            k < words
-            and word_hashes[k] == h
-            and _same(buf, begin, end, arena, arena_starts[k], arena_starts[k + 1])
-        ):
-            return k
-        slot = (slot + np.uint64(1)) & mask
-    return -1
-
-
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _find_words(buf, text_starts, slots, word_hashes, arena, arena_starts):
     """Cut each text of ``buf`` (UTF-8, text ``k`` at ``text_starts[k]:text_starts[k + 1]``)
     at spaces and look each word up: each word's byte span, FNV-1a hash and table index (-1:
@@ -157,30 +119,30 @@ def _find_words(buf, text_starts, slots, word_hashes, arena, arena_starts):
             if i == stop:
                 break
             begins[w] = i
-            h = _FNV_OFFSET
+            h = FNV_OFFSET
             while i < stop and buf[i] != 32:
                 if buf[i] >= 0x80 or buf[i] < 32:
                     other[k] |= _other_whitespace(buf, i)
-                h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
+                h = (h ^ np.uint64(buf[i])) * FNV_PRIME
                 i += 1
             ends[w], hashes[w] = i, h
-            found[w] = _find(buf, begins[w], i, h, slots, word_hashes, arena, arena_starts)
+            found[w] = find(buf, begins[w], i, h, slots, word_hashes, arena, arena_starts)
             counts[k] += 1
             w += 1
     return begins, ends, hashes, found, counts, other
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _relookup(buf, begins, ends, hashes, found, slots, word_hashes, arena, arena_starts):
     """Look up again the words ``found`` does not have (after the table grew)."""
     for w in range(found.shape[0]):
         if found[w] < 0:
-            found[w] = _find(
+            found[w] = find(
                 buf, begins[w], ends[w], hashes[w], slots, word_hashes, arena, arena_starts
             )
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _gather(found, counts, word_starts, word_lengths, ids, tied):
     """Each text's ids, its words' cached ids one after the other, its id count, and whether it
     must be encoded whole instead (a word not in the table, or one whose cut may tie)."""
@@ -207,17 +169,6 @@ def _gather(found, counts, word_starts, word_lengths, ids, tied):
                 o += 1
             lengths[k] += word_lengths[index]
     return flat, lengths, whole
-
-
-@numba.njit(**_JIT)
-def _place(slots, word_hashes, first, last):
-    """Put words ``first:last`` (their hashes known) into free slots."""
-    mask = np.uint64(slots.shape[0] - 1)
-    for k in range(first, last):
-        slot = word_hashes[k] & mask
-        while slots[slot] >= 0:
-            slot = (slot + np.uint64(1)) & mask
-        slots[slot] = k
 
 
 class Table(NamedTuple):
@@ -274,14 +225,16 @@ class WordPieces:
 
     The cache is a compiled hash table from a word's UTF-8 bytes to its ids: a batch of texts
     is cut into words and looked up in one pass, and only the words it has not seen go to
-    SentencePiece (with ``nbest`` 2, to find the words whose cut may tie).
+    SentencePiece, and a unigram model's lattice says which of them may tie
+    (:class:`psp.model.unigram_ties.PieceLattice`).
 
     Threads look words up at once without a lock: the cache's state is one :class:`Table`,
     published in one assignment, whose items are never written once published. Adding words
     (under a lock, one thread at a time) appends them past the published items
     (:class:`_Column`), then enters them in empty slots, and publishes the new table: a lookup
     through an older table may meet a new word's slot, whose index is past its own words, and
-    goes on past it (:func:`_find`); the slots are built anew only when they fill up.
+    goes on past it (:func:`psp.model.byte_table.find`); the slots are built anew only when they
+    fill up.
 
     Args:
         processor: the ``SentencePieceProcessor`` whose ids are cached (its model must pass
@@ -304,9 +257,9 @@ class WordPieces:
             slots=np.full(1 << 10, -1, dtype=np.int32),
             **{name: column.view() for name, column in self._columns.items()},
         )
-        unigram = _model_type(processor.serialized_model_proto()) == UNIGRAM
-        vocab = processor.get_piece_size()
-        self.scores = np.array([processor.get_score(i) for i in range(vocab)]) if unigram else None
+        model_bytes = processor.serialized_model_proto()
+        unigram = _model_type(model_bytes) == UNIGRAM
+        self._lattice = PieceLattice(processor, model_bytes) if unigram else None
         self._lock = threading.Lock()
 
     @property
@@ -400,7 +353,7 @@ class WordPieces:
         """Publish a table with ``words`` (UTF-8, new) added, their hashes, ids and ties."""
         texts = [word.decode("utf-8") for word in words]
         flat, lengths = self._encode_whole(texts, num_threads)
-        tied = self._ties(texts, num_threads)
+        tied = self._ties(texts)
         old, columns = self.table, self._columns
         first = len(old.word_hashes)
         sizes = np.fromiter(map(len, words), np.int64, len(words))
@@ -415,43 +368,19 @@ class WordPieces:
         }
         words_now = len(grown["word_hashes"])
         if 2 * words_now > len(old.slots):
-            slots = np.full(1 << (2 * words_now).bit_length(), -1, dtype=np.int32)
-            _place(slots, grown["word_hashes"], 0, words_now)
+            slots = empty_slots(words_now)
+            place(slots, grown["word_hashes"], 0, words_now)
         else:
             # Only empty slots are written, after the words' items: see the class docstring.
             slots = old.slots
-            _place(slots, grown["word_hashes"], first, words_now)
+            place(slots, grown["word_hashes"], first, words_now)
         self.table = Table(slots=slots, **grown)
 
-    def _ties(self, words: list[str], num_threads: int | None) -> np.ndarray:
-        """Whether each word's two best cuts score within :data:`TIE` (unigram models).
-
-        SentencePiece's n-best search (14 µs a word, a loop in Python over its single-text call,
-        which releases the GIL) runs :data:`NBEST_CHUNK` words at a time, on ``num_threads``
-        threads: the cuts of a whole batch's new words at once, as Python lists, would hold
-        (and leave to the allocator) about 1 KiB a word.
-        """
-        if self.scores is None or not words:
+    def _ties(self, words: list[str]) -> np.ndarray:
+        """Whether each word's two best cuts score within :data:`TIE` (unigram models)."""
+        if self._lattice is None or not words:
             return np.zeros(len(words), dtype=bool)
-        parts = [words[i : i + NBEST_CHUNK] for i in range(0, len(words), NBEST_CHUNK)]
-        threads = min(num_threads or 1, len(parts))
-        if threads <= 1:
-            return np.concatenate(list(map(self._part_ties, parts)))
-        with ThreadPoolExecutor(threads, thread_name_prefix="nbest") as pool:
-            return np.concatenate(list(pool.map(self._part_ties, parts)))
-
-    def _part_ties(self, words: list[str]) -> np.ndarray:
-        """:meth:`_ties` of one chunk of words."""
-        best = self._sp.nbest_encode_as_ids(words, nbest_size=2)
-        totals = []
-        for rank in (0, 1):
-            flat, lengths = pieces_arrays([cuts[rank] if len(cuts) > rank else [] for cuts in best])
-            running = np.concatenate(([0.0], np.cumsum(self.scores[flat])))
-            starts = _starts(lengths)
-            totals.append(
-                np.where(lengths > 0, running[starts + lengths] - running[starts], np.inf)
-            )
-        return np.abs(totals[0] - totals[1]) < TIE
+        return self._lattice.gaps(words) < TIE
 
 
 def _model_type(model_bytes: bytes) -> int:

@@ -1,0 +1,174 @@
+"""How close a unigram SentencePiece model comes to cutting a word two ways: the gap between
+the scores of its two best cuts, from the model's own lattice, compiled.
+
+The word cache (:mod:`psp.model.word_pieces`) keeps a word's ids only when its best cut beats
+every other by a margin, since a near tie may come out either way inside a sentence. Asking
+SentencePiece for its two best cuts (``nbest_encode`` of 2) took 5-14 µs a word, most of the
+cost of filling the cache; the same two scores come from one pass over the word's lattice here,
+at about a microsecond.
+
+The lattice is SentencePiece's (``unigram::Model::PopulateNodes``) over the normalised word
+(``SentencePieceProcessor.normalize``: the ``▁`` prefix, NFKC): at each character, a node for
+every piece the text there begins with (a normal piece scores its log probability; an unused
+piece has none), and where no piece of one character begins, an unknown node of one character
+scoring the lowest piece score less 10. The two best paths' scores are kept at every character
+(a two-best Viterbi), in float64 from the float32 piece scores. A user-defined piece (scored by
+SentencePiece with a bonus of its own) makes the word count as tied: the cache leaves it to
+SentencePiece. The pieces are found through a hash table of every prefix of every piece
+(:mod:`psp.model.byte_table`), in place of SentencePiece's trie: the search from a character
+stops at the first text that begins no piece.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+
+from psp.model.byte_table import FNV_OFFSET, FNV_PRIME, JIT, empty_slots, find, hash_items, place
+
+__all__ = ["PieceLattice"]
+
+#: ``ModelProto.SentencePiece.Type`` values (sentencepiece_model.proto).
+NORMAL, USER_DEFINED, UNUSED = 1, 4, 5
+#: What a prefix in the table is: only the beginning of longer pieces, a normal piece, or a
+#: user-defined piece.
+_PREFIX, _PIECE, _USER_DEFINED = 0, 1, 2
+#: SentencePiece's ``kUnkPenalty``: an unknown character scores the lowest piece score less this.
+UNK_PENALTY = np.float32(10.0)
+
+
+@numba.njit(**JIT)
+def _char_length(lead, left):
+    """Bytes of the UTF-8 character whose first byte is ``lead`` (SentencePiece's
+    ``OneCharLen``), at most ``left``."""
+    top = lead >> 4
+    n = 4 if top == 15 else 3 if top == 14 else 2 if top >= 12 else 1
+    return min(n, left)
+
+
+@numba.njit(**JIT)
+def _offer(best, second, at, score):
+    """Keep ``score`` if it is one of the two best at position ``at``."""
+    if score > best[at]:
+        second[at] = best[at]
+        best[at] = score
+    elif score > second[at]:
+        second[at] = score
+
+
+@numba.njit(**JIT)
+def _gaps(buf, starts, slots, hashes, arena, arena_starts, kinds, scores, unk_score):
+    """For each text ``buf[starts[k]:starts[k + 1]]`` (a normalised word, UTF-8): its best cut's
+    score less its second best's (``inf``: one cut only; ``-inf``: a user-defined piece)."""
+    n = starts.shape[0] - 1
+    gaps = np.empty(n, dtype=np.float64)
+    longest = 0
+    for k in range(n):
+        longest = max(longest, starts[k + 1] - starts[k])
+    best = np.empty(longest + 1, dtype=np.float64)
+    second = np.empty(longest + 1, dtype=np.float64)
+    for k in range(n):
+        first, stop = starts[k], starts[k + 1]
+        size = stop - first
+        best[: size + 1] = -np.inf
+        second[: size + 1] = -np.inf
+        best[0] = 0.0
+        user_defined = False
+        begin = first
+        while begin < stop:
+            at = begin - first
+            char = _char_length(buf[begin], stop - begin)
+            single = False
+            h = FNV_OFFSET
+            end = begin
+            while end < stop:
+                step = _char_length(buf[end], stop - end)
+                for i in range(end, end + step):
+                    h = (h ^ np.uint64(buf[i])) * FNV_PRIME
+                end += step
+                index = find(buf, begin, end, h, slots, hashes, arena, arena_starts)
+                if index < 0:
+                    break
+                if kinds[index] == _PREFIX:
+                    continue
+                if kinds[index] == _USER_DEFINED:
+                    user_defined = True
+                score = np.float64(scores[index])
+                _offer(best, second, end - first, best[at] + score)
+                _offer(best, second, end - first, second[at] + score)
+                single |= end - begin == char
+            if not single:
+                score = np.float64(unk_score)
+                _offer(best, second, at + char, best[at] + score)
+                _offer(best, second, at + char, second[at] + score)
+            begin += char
+        if user_defined:
+            gaps[k] = -np.inf
+        elif second[size] == -np.inf:
+            gaps[k] = np.inf
+        else:
+            gaps[k] = best[size] - second[size]
+    return gaps
+
+
+class PieceLattice:
+    """The lattice search of a unigram SentencePiece model, for :meth:`gaps` of whole words.
+
+    Args:
+        processor: the ``SentencePieceProcessor`` (its normaliser makes the lattice's text).
+        model_bytes: its serialised ``ModelProto`` (the pieces, their types and scores).
+    """
+
+    def __init__(self, processor, model_bytes: bytes):
+        from sentencepiece import sentencepiece_model_pb2
+
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString(model_bytes)
+        self._sp = processor
+        kinds: dict[bytes, int] = {}
+        scores: dict[bytes, float] = {}
+        normal_scores = []
+        for piece in proto.pieces:
+            if piece.type not in (NORMAL, USER_DEFINED):
+                continue  # unused pieces make no node; unknown, control and byte pieces no text
+            text = piece.piece
+            for end in range(1, len(text)):
+                kinds.setdefault(text[:end].encode("utf-8"), _PREFIX)
+            kind = _PIECE if piece.type == NORMAL else _USER_DEFINED
+            kinds[text.encode("utf-8")] = kind
+            scores[text.encode("utf-8")] = piece.score
+            if piece.type == NORMAL:
+                normal_scores.append(piece.score)
+        items = list(kinds)
+        sizes = np.fromiter(map(len, items), np.int64, len(items))
+        self.arena = np.frombuffer(b"".join(items), dtype=np.uint8)
+        self.arena_starts = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        self.hashes = hash_items(self.arena, self.arena_starts)
+        self.slots = empty_slots(len(items))
+        place(self.slots, self.hashes, 0, len(items))
+        self.kinds = np.fromiter((kinds[item] for item in items), np.int8, len(items))
+        self.scores = np.array([scores.get(item, 0.0) for item in items], dtype=np.float32)
+        lowest = np.float32(min(normal_scores)) if normal_scores else np.float32(0.0)
+        self.unk_score = np.float32(lowest - UNK_PENALTY)
+
+    def gaps(self, words: Sequence[str]) -> np.ndarray:
+        """The score of each word's best cut less that of its second best, as SentencePiece's
+        lattice scores them; ``inf`` where there is one cut, ``-inf`` where a user-defined
+        piece may take part."""
+        encoded = [text.encode("utf-8") for text in self._sp.normalize(list(words))]
+        buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        starts = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=starts[1:])
+        return _gaps(
+            buf,
+            starts,
+            self.slots,
+            self.hashes,
+            self.arena,
+            self.arena_starts,
+            self.kinds,
+            self.scores,
+            self.unk_score,
+        )
