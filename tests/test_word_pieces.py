@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 from psp.data.spm_training import spm_settings, train_spm
+from psp.model.byte_table import joined
 from psp.model.piece_encoder import PieceEncoder
 from psp.model.text import model_text
-from psp.model.unigram_ties import PieceLattice
+from psp.model.unigram_ties import piece_lattice
 from psp.model.word_pieces import WordPieces, cache_is_exact, pieces_arrays
 
 PAIRS = ("ar", "de", "es", "fr", "ru", "tr", "zh")
@@ -92,7 +93,7 @@ def nbest_gaps(processor, words: list[str]) -> np.ndarray:
 
 def assert_lattice_gaps(encoder: PieceEncoder, words: list[str]) -> None:
     """:class:`PieceLattice`'s gaps are SentencePiece's, to float32 rounding, on ``words``."""
-    gaps = PieceLattice(encoder._sp, encoder.model_bytes).gaps(words)
+    gaps = piece_lattice(encoder._sp).gaps(words)
     expected = nbest_gaps(encoder._sp, words)
     one_cut = np.isinf(expected)
     assert np.array_equal(np.isinf(gaps), one_cut), "words with one cut differ"
@@ -140,7 +141,7 @@ def test_a_word_with_a_user_defined_piece_is_left_to_sentencepiece(tmp_path, new
         minloglevel=2,
     )
     encoder = PieceEncoder(Path(f"{prefix}.model"))
-    gaps = PieceLattice(encoder._sp, encoder.model_bytes).gaps(["a<x>b", "qq", "<x>", "the"])
+    gaps = piece_lattice(encoder._sp).gaps(["a<x>b", "qq", "<x>", "the"])
     assert list(np.isneginf(gaps)) == [True, True, True, False]
     lines = [f"{line} a<x>b qq" for line in news[:200]] + news[200:400]
     cached = WordPieces(encoder._sp)
@@ -240,6 +241,4 @@ def test_a_table_taken_before_the_cache_grew_still_answers_with_its_own_words(sp
 
 def utf8(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """``texts`` as one UTF-8 buffer and each text's start (the lookup's input)."""
-    raw = [text.encode("utf-8") for text in texts]
-    starts = np.concatenate(([0], np.cumsum([len(r) for r in raw]))).astype(np.int64)
-    return np.frombuffer(b"".join(raw), dtype=np.uint8), starts
+    return joined([text.encode("utf-8") for text in texts])

@@ -77,3 +77,11 @@ def hash_items(arena, arena_starts):
 def empty_slots(items: int) -> np.ndarray:
     """``int32`` slots for ``items`` items, at most half of them full."""
     return np.full(1 << (2 * items).bit_length(), -1, dtype=np.int32)
+
+
+def joined(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``items`` back to back as one ``uint8`` array, and where each begins (``int64``, one
+    more than the items: item ``k`` is ``buf[starts[k]:starts[k + 1]]``)."""
+    starts = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, items), np.int64, len(items)), out=starts[1:])
+    return np.frombuffer(b"".join(items), dtype=np.uint8), starts

@@ -26,12 +26,23 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-from psp.model.byte_table import FNV_OFFSET, FNV_PRIME, JIT, empty_slots, find, hash_items, place
+from psp.model.byte_table import (
+    FNV_OFFSET,
+    FNV_PRIME,
+    JIT,
+    empty_slots,
+    find,
+    hash_items,
+    joined,
+    place,
+)
 
-__all__ = ["PieceLattice"]
+__all__ = ["PieceLattice", "piece_lattice"]
 
 #: ``ModelProto.SentencePiece.Type`` values (sentencepiece_model.proto).
 NORMAL, USER_DEFINED, UNUSED = 1, 4, 5
+#: ``TrainerSpec.model_type`` of a unigram model (the one kind whose search can tie).
+UNIGRAM = 1
 #: What a prefix in the table is: only the beginning of longer pieces, a normal piece, or a
 #: user-defined piece.
 _PREFIX, _PIECE, _USER_DEFINED = 0, 1, 2
@@ -118,14 +129,11 @@ class PieceLattice:
 
     Args:
         processor: the ``SentencePieceProcessor`` (its normaliser makes the lattice's text).
-        model_bytes: its serialised ``ModelProto`` (the pieces, their types and scores).
+        proto: its parsed ``ModelProto``, a unigram model's (the pieces, their types and
+            scores); :func:`piece_lattice` checks the kind.
     """
 
-    def __init__(self, processor, model_bytes: bytes):
-        from sentencepiece import sentencepiece_model_pb2
-
-        proto = sentencepiece_model_pb2.ModelProto()
-        proto.ParseFromString(model_bytes)
+    def __init__(self, processor, proto):
         self._sp = processor
         kinds: dict[bytes, int] = {}
         scores: dict[bytes, float] = {}
@@ -142,9 +150,7 @@ class PieceLattice:
             if piece.type == NORMAL:
                 normal_scores.append(piece.score)
         items = list(kinds)
-        sizes = np.fromiter(map(len, items), np.int64, len(items))
-        self.arena = np.frombuffer(b"".join(items), dtype=np.uint8)
-        self.arena_starts = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        self.arena, self.arena_starts = joined(items)
         self.hashes = hash_items(self.arena, self.arena_starts)
         self.slots = empty_slots(len(items))
         place(self.slots, self.hashes, 0, len(items))
@@ -157,10 +163,7 @@ class PieceLattice:
         """The score of each word's best cut less that of its second best, as SentencePiece's
         lattice scores them; ``inf`` where there is one cut, ``-inf`` where a user-defined
         piece may take part."""
-        encoded = [text.encode("utf-8") for text in self._sp.normalize(list(words))]
-        buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        starts = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=starts[1:])
+        buf, starts = joined([text.encode("utf-8") for text in self._sp.normalize(list(words))])
         return _gaps(
             buf,
             starts,
@@ -172,3 +175,13 @@ class PieceLattice:
             self.scores,
             self.unk_score,
         )
+
+
+def piece_lattice(processor) -> PieceLattice | None:
+    """The lattice of a unigram model; ``None`` for another kind (BPE, word, char), whose cut
+    of a word never ties."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(processor.serialized_model_proto())
+    return PieceLattice(processor, proto) if proto.trainer_spec.model_type == UNIGRAM else None

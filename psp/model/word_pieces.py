@@ -26,8 +26,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from psp.model.byte_table import FNV_OFFSET, FNV_PRIME, JIT, empty_slots, find, place
-from psp.model.unigram_ties import PieceLattice
+from psp.model.byte_table import FNV_OFFSET, FNV_PRIME, JIT, empty_slots, find, joined, place
+from psp.model.unigram_ties import piece_lattice
 
 #: Distinct words a cache holds at most (a bounded memory, about 35 MB): beyond it, a new word
 #: is encoded with its batch and not kept. The frequent words come first in any corpus.
@@ -36,8 +36,6 @@ CACHE_WORDS = 200_000
 #: Two cuts of a word whose scores (sums of log probabilities, up to a few hundred in a
 #: sentence) are this close may come out either way in a sentence: such a word is not cached.
 TIE = 0.01
-#: ``TrainerSpec.model_type`` of a unigram model (the one kind whose search can tie).
-UNIGRAM = 1
 
 
 def cache_is_exact(model_bytes: bytes) -> bool:
@@ -257,9 +255,7 @@ class WordPieces:
             slots=np.full(1 << 10, -1, dtype=np.int32),
             **{name: column.view() for name, column in self._columns.items()},
         )
-        model_bytes = processor.serialized_model_proto()
-        unigram = _model_type(model_bytes) == UNIGRAM
-        self._lattice = PieceLattice(processor, model_bytes) if unigram else None
+        self._lattice = piece_lattice(processor)
         self._lock = threading.Lock()
 
     @property
@@ -276,9 +272,7 @@ class WordPieces:
             encoded = [text.encode("utf-8") for text in texts]
         except UnicodeEncodeError:  # a lone surrogate: SentencePiece takes the text whole
             return self._encode_whole(texts, num_threads)
-        buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        text_starts = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=text_starts[1:])
+        buf, text_starts = joined(encoded)
         return self.encode_utf8(
             buf, text_starts, lambda rows: [texts[k] for k in rows], num_threads
         )
@@ -381,14 +375,6 @@ class WordPieces:
         if self._lattice is None or not words:
             return np.zeros(len(words), dtype=bool)
         return self._lattice.gaps(words) < TIE
-
-
-def _model_type(model_bytes: bytes) -> int:
-    from sentencepiece import sentencepiece_model_pb2
-
-    proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString(model_bytes)
-    return proto.trainer_spec.model_type
 
 
 def _starts(lengths: np.ndarray) -> np.ndarray:
