@@ -7,6 +7,7 @@ import csv
 import gzip
 import importlib.util
 import logging
+import os
 
 import pytest
 
@@ -112,7 +113,7 @@ def test_worker_is_pinned_to_its_threads(en_model, sentences, tmp_path):
     path = tmp_path / "sentences.txt"
     path.write_text("".join(f"{s}\n" for s in sentences[:200]), encoding="utf-8")
     found = run_worker(f"psp:{en_model}", 1, path)
-    assert found["threads"] == 1 and found["sentences"] == 200
+    assert found["threads"] == 1 and found["sentences"] == 200 and found["cpus"] == 1
     assert found["torch_threads"] is None  # our encoder embeds without torch
 
 
@@ -128,6 +129,22 @@ def test_model2vec_peer(sentences, tmp_path):
     assert row["encoder"] == "m2v-tokenlearn-static-model" and row["kind"] == "peer"
     assert row["sts_avg"] == "" and row["peak_rss_mib"] > 0 and row["load_s"] > 0
     assert len(read_csv(out)) == 1
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("model2vec") is None
+    or importlib.util.find_spec("static_model") is None,
+    reason="model2vec peer not installed (pip install 'psp-mine[peers]')",
+)
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to tell 1 from 2")
+def test_one_thread_is_one_core_for_a_peer_with_its_own_pool(sentences, tmp_path):
+    """model2vec encodes more than 10,000 sentences with a joblib pool as large as the CPUs the
+    process may use: pinned to one, the worker spends about one CPU-second per second."""
+    path = tmp_path / "sentences.txt"
+    path.write_text("".join(f"{s}\n" for s in sentences * 8), encoding="utf-8")
+    found = run_worker("m2v:tokenlearn-static-model", 1, path)
+    assert found["cpus"] == 1 and found["sentences"] > 10_000
+    assert found["cpu_s"] <= 1.1 * found["seconds"]
 
 
 @pytest.mark.slow

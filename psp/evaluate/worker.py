@@ -6,10 +6,12 @@ load from disk (the encoder's library is imported first: the time is the model's
 sentences are embedded twice and the second pass timed: what an encoder does in a long job,
 its caches warm (ours of words, the tokenizers' of theirs); the first pass's rate is kept too.
 The memory an encoder costs is its process's peak less what it held before importing the
-encoder's library and less one output matrix (the caller's, not the encoder's). The thread
-count is pinned before anything is imported there, through :data:`THREAD_VARIABLES`, and again
+encoder's library and less one output matrix (the caller's, not the encoder's). The worker
+runs on ``THREADS`` CPUs (its affinity, set before anything is imported: a library that sizes
+its pool by the CPUs it may use, as model2vec's encode does with joblib above 10,000 sentences,
+gets that many), and its thread pools are pinned too, through :data:`THREAD_VARIABLES` and again
 after loading with ``torch.set_num_threads`` and threadpoolctl, since a library may create its
-pool before reading the variables. The encoder is named by a spec (:mod:`psp.evaluate.peers`),
+pool before reading the variables. "One thread" is then one core, whatever an encoder starts. The encoder is named by a spec (:mod:`psp.evaluate.peers`),
 so any encoder the harness can load is timed the same way: ours, sentence-transformers,
 model2vec and static peers.
 
@@ -59,6 +61,7 @@ def worker(spec: str, threads: int, sentences_path: Path) -> dict:
     The caller has set :data:`THREAD_VARIABLES`; torch is pinned only when the encoder loaded
     it (a model2vec peer is not charged for importing it).
     """
+    cpus = pin_cpus(threads)
     from threadpoolctl import threadpool_limits
 
     from psp.evaluate.peers import BACKENDS, load_embedder
@@ -97,7 +100,18 @@ def worker(spec: str, threads: int, sentences_path: Path) -> dict:
         "encoder_mib": peak_mib - start_mib - vectors.nbytes / 2**20,
         "torch_threads": None if torch is None else torch.get_num_threads(),
         "threads": default_threads(),
+        "cpus": cpus,
     }
+
+
+def pin_cpus(count: int) -> int:
+    """Restrict this process to ``count`` of the CPUs it may run on (all of them if fewer);
+    returns how many it now has. Where the platform cannot pin, the count is the machine's."""
+    if not hasattr(os, "sched_setaffinity"):
+        return os.cpu_count() or 1
+    allowed = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, allowed[: max(1, count)])
+    return len(os.sched_getaffinity(0))
 
 
 def run_worker(spec: str, threads: int, sentences_path: Path) -> dict | None:
