@@ -25,6 +25,11 @@ from psp.evaluate.worker import run_worker
 from psp.report.figures import plot_speed_quality
 
 N = 1500
+needs_model2vec = pytest.mark.skipif(
+    importlib.util.find_spec("model2vec") is None
+    or importlib.util.find_spec("static_model") is None,
+    reason="model2vec peer not installed (pip install 'psp-mine[peers]')",
+)
 
 
 @pytest.fixture(scope="module")
@@ -117,11 +122,7 @@ def test_worker_is_pinned_to_its_threads(en_model, sentences, tmp_path):
     assert found["torch_threads"] is None  # our encoder embeds without torch
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("model2vec") is None
-    or importlib.util.find_spec("static_model") is None,
-    reason="model2vec peer not installed (pip install 'psp-mine[peers]')",
-)
+@needs_model2vec
 def test_model2vec_peer(sentences, tmp_path):
     out = tmp_path / "speed.csv"
     encoders = encoder_table([], ["m2v:tokenlearn-static-model"], tmp_path / "eval")
@@ -131,11 +132,7 @@ def test_model2vec_peer(sentences, tmp_path):
     assert len(read_csv(out)) == 1
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("model2vec") is None
-    or importlib.util.find_spec("static_model") is None,
-    reason="model2vec peer not installed (pip install 'psp-mine[peers]')",
-)
+@needs_model2vec
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to tell 1 from 2")
 def test_one_thread_is_one_core_for_a_peer_with_its_own_pool(sentences, tmp_path):
     """model2vec encodes more than 10,000 sentences with a joblib pool as large as the CPUs the

@@ -11,9 +11,9 @@ runs on ``THREADS`` CPUs (its affinity, set before anything is imported: a libra
 its pool by the CPUs it may use, as model2vec's encode does with joblib above 10,000 sentences,
 gets that many), and its thread pools are pinned too, through :data:`THREAD_VARIABLES` and again
 after loading with ``torch.set_num_threads`` and threadpoolctl, since a library may create its
-pool before reading the variables. "One thread" is then one core, whatever an encoder starts. The encoder is named by a spec (:mod:`psp.evaluate.peers`),
-so any encoder the harness can load is timed the same way: ours, sentence-transformers,
-model2vec and static peers.
+pool before reading the variables. "One thread" is then one core, whatever an encoder starts.
+The encoder is named by a spec (:mod:`psp.evaluate.peers`), so any encoder the harness can load
+is timed the same way: ours, sentence-transformers, model2vec and static peers.
 
 Protocol: ``WORKER SPEC THREADS SENTENCES RESULT_JSON``; the worker writes its figures to
 RESULT_JSON and exits 0, or exits :data:`UNAVAILABLE` when the spec's package is missing.
