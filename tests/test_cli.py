@@ -51,15 +51,17 @@ def test_embed_file_rows_in_order(model, model_dir, news, tmp_path):
 
 
 def test_embed_process_gives_the_library_bits(model, model_dir, news, tmp_path):
-    """``psp embed`` and ``psp score`` run without torch (numpy table, scipy pooling) and give
-    exactly what ``psp.load(dir).embed`` / ``.score`` give: every bit, over batches and pool
-    threads, a sentence with no known piece (zero row) included."""
+    """``psp embed`` and ``psp score`` run without torch and without a JIT (the numpy table and
+    the package's compiled loops: neither torch's start-up nor numba's) and give exactly what
+    ``psp.load(dir).embed`` / ``.score`` give: every bit, over batches and pool threads, a
+    sentence with no known piece (zero row) included."""
     lines = [*news[:700], "", "☃☃☃"]
     src, out = tmp_path / "sents.txt", tmp_path / "embs.npy"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     code = (
         "import sys; from psp.cli import main; code = main(sys.argv[1:]); "
-        "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(code)"
+        "assert 'torch' not in sys.modules, 'torch imported'; "
+        "assert 'numba' not in sys.modules, 'numba imported'; sys.exit(code)"
     )
     io_args = ["--model", str(model_dir), "--input", str(src), "--output", str(out)]
     for threads in ("1", "3"):

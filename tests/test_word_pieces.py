@@ -211,7 +211,7 @@ def test_a_table_taken_before_the_cache_grew_still_answers_with_its_own_words(sp
     """The cache grows in place (new words appended, their slots filled in the same array
     until it fills up): a lookup through an older table finds its words where they were and
     never a word added after it."""
-    from psp.model.word_pieces import _find_words
+    from psp.model._loops import find_words as _find_words
 
     words = PieceEncoder(spm_path)._words
     texts = model_text(news)

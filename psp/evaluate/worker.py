@@ -86,7 +86,7 @@ def worker(spec: str, threads: int, sentences_path: Path) -> dict:
     if vectors.shape[0] != len(sentences):
         raise RuntimeError(f"{spec}: {vectors.shape[0]} vectors for {len(sentences)} sentences")
     peak_mib = peak_rss_mib()
-    from psp.model.pooling import default_threads  # after the measurement: numba is ours to count
+    from psp.model.pooling import default_threads  # after the measurement: not a cost of a peer
 
     return {
         "sentences": timing.sentences,

@@ -21,11 +21,11 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import numba
 import numpy as np
 import sentencepiece as spm
 
 from psp.io import iter_batches
+from psp.model._loops import flatten
 from psp.model.text import model_text, model_utf8
 from psp.model.word_pieces import WordPieces, cache_is_exact, pieces_arrays
 
@@ -85,7 +85,7 @@ class PieceEncoder:
 
     @property
     def _max_pieces(self) -> int:
-        """:attr:`max_pieces` as the compiled :func:`_flatten` takes it (``-1``: no limit)."""
+        """:attr:`max_pieces` as the compiled :func:`~psp.model._loops.flatten` takes it (``-1``: no limit)."""
         return -1 if self.max_pieces is None else self.max_pieces
 
     def pieces(self) -> list[str]:
@@ -110,7 +110,7 @@ class PieceEncoder:
         if isinstance(sentences, str):
             raise TypeError("encode() takes a list of sentences, not a single string")
         parts = [
-            _flatten(
+            flatten(
                 *self._pieces(sentences[i : i + _ENCODE_BATCH], num_threads),
                 self.unk_id,
                 self.boundary_id,
@@ -121,7 +121,7 @@ class PieceEncoder:
         if len(parts) <= 1:
             if parts:
                 return parts[0]
-            return _flatten(
+            return flatten(
                 *self._pieces([], num_threads), self.unk_id, self.boundary_id, self._max_pieces
             )
         offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
@@ -196,48 +196,3 @@ class PieceEncoder:
             "top_unknown": [[char, count] for char, count in unknown.most_common(top)],
             "byte_fallback_chars": byte_chars,
         }
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def _flatten(flat, lengths, unk_id, boundary_id, max_pieces):
-    """Turn SentencePiece's ids (flat, with each sentence's length) into the encoder's flat ids
-    + offsets: ``unk_id`` dropped, at most ``max_pieces`` kept (``-1``: all), ``[unk_id]`` for a
-    sentence left with none.
-
-    A sentence whose pieces are all ``unk_id`` or ``boundary_id`` loses them all (only an
-    unknown leaves a bare boundary behind). One pass counts each sentence's ids and one writes
-    them: no per-id temporaries, whose int64 arrays came to 7 MiB for 2,048 long news lines.
-    """
-    n = lengths.shape[0]
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    textless = np.zeros(n, dtype=np.bool_)
-    begin = 0
-    for k in range(n):
-        kept = 0
-        unknown = has_text = False
-        for i in range(begin, begin + lengths[k]):
-            if flat[i] == unk_id:
-                unknown = True
-            else:
-                kept += 1
-                has_text |= flat[i] != boundary_id
-        if unknown and not has_text:
-            textless[k] = True
-            kept = 0
-        if 0 <= max_pieces < kept:
-            kept = max_pieces
-        offsets[k + 1] = offsets[k] + max(kept, 1)
-        begin += lengths[k]
-    out = np.full(offsets[n], unk_id, dtype=np.int32)
-    begin = 0
-    for k in range(n):
-        o, stop = offsets[k], offsets[k + 1]
-        if not textless[k]:
-            for i in range(begin, begin + lengths[k]):
-                if o == stop:
-                    break
-                if flat[i] != unk_id:
-                    out[o] = flat[i]
-                    o += 1
-        begin += lengths[k]
-    return out, offsets

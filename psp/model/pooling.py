@@ -8,8 +8,9 @@ same code.
 cosine of the package (inference, the miner's shards, the evaluators). No torch here: importing
 it costs about 2 s of CPU, as long as embedding 100,000 news sentences takes.
 
-Pooling is one compiled loop (numba) over the sentences: each sentence's rows are added in order
-into its float32 output row, four at a pass, and divided by the piece count. It gives the bits of
+Pooling is one compiled loop (:func:`psp.model._loops.pool`) over the sentences: each sentence's
+rows are added in order into its float32 output row, four at a pass, and divided by the piece
+count. It gives the bits of
 the sparse matrix product it replaced (scipy adds the rows in the same order) at 2.6 times its
 rate. :meth:`SentenceEmbedder.embed` gives each thread chunks of its own to tokenise and pool.
 Training pools with
@@ -27,9 +28,9 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-import numba
 import numpy as np
 
+from psp.model import _loops
 from psp.model.directory import ModelConfig, read_model_dir
 from psp.model.piece_encoder import PieceEncoder
 
@@ -48,62 +49,6 @@ __all__ = [
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 #: Sentences per task when pooling runs on several threads.
 _TASK_SENTENCES = 2048
-_JIT = {"nogil": True, "cache": True, "error_model": "numpy"}
-
-
-@numba.njit(**_JIT)
-def _pool(table, ids, offsets, textless, out, start, stop):
-    """Sentences ``start:stop`` into ``out[start:stop]``: the mean of their rows, or zeros for
-    a sentence whose pieces are all ``textless``.
-
-    Each sentence's sum is kept in its output row, four pieces added per pass over it: one load
-    and one store of the row per four table rows instead of per row, in the same order of
-    additions (``((s + a) + b) + c``...), so the same bits as one row at a time.
-    """
-    dim = table.shape[1]
-    for i in range(start, stop):
-        first, last = offsets[i], offsets[i + 1]
-        total = out[i]
-        known = 0
-        for t in range(first, last):
-            known += ids[t] != textless[0] and ids[t] != textless[1]
-        if known == 0:
-            total[:] = 0
-            continue
-        r0 = table[ids[first]]
-        for j in range(dim):
-            total[j] = np.float32(0) + r0[j]
-        t = first + 1
-        while t + 4 <= last:
-            r0, r1, r2, r3 = table[ids[t]], table[ids[t + 1]], table[ids[t + 2]], table[ids[t + 3]]
-            for j in range(dim):
-                total[j] = (((total[j] + r0[j]) + r1[j]) + r2[j]) + r3[j]
-            t += 4
-        while t < last:
-            r0 = table[ids[t]]
-            for j in range(dim):
-                total[j] += r0[j]
-            t += 1
-        count = np.float32(last - first)
-        for j in range(dim):
-            total[j] = total[j] / count
-
-
-@numba.njit(**_JIT)
-def _half_bits(bits, values, out):
-    """float16 bits of float32 ``values`` (``bits``: the same memory as uint32), rounded to
-    nearest even as numpy's cast rounds; NaN becomes the quiet NaN."""
-    for i in range(bits.shape[0]):
-        u = bits[i]
-        sign = np.uint16((u >> 16) & 0x8000)
-        a = u & np.uint32(0x7FFFFFFF)
-        if a >= 0x47800000:  # 65536 and over: infinity, or NaN
-            h = np.uint16(0x7E00) if a > 0x7F800000 else np.uint16(0x7C00)
-        elif a < 0x38800000:  # under 2**-14: a subnormal half (2**-24 steps), or zero
-            h = np.uint16(np.rint(np.float64(abs(values[i])) * 16777216.0))
-        else:  # rebias the exponent, round the 13 dropped bits to nearest even
-            h = np.uint16((a + np.uint32(0xC8000FFF) + ((a >> 13) & 1)) >> 13)
-        out[i] = h | sign
 
 
 def half_rows(x: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -111,7 +56,7 @@ def half_rows(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     as numpy's cast at 4-5 times its rate (numpy's cast took 5 ns a value here, as long as
     pooling the row it came from)."""
     flat = x.reshape(-1)
-    _half_bits(flat.view(np.uint32), flat, out.reshape(-1).view(np.uint16))
+    _loops.half_bits(flat.view(np.uint32), flat, out.reshape(-1).view(np.uint16))
     return out
 
 
@@ -142,7 +87,8 @@ def mean_pool(
     n = len(offsets) - 1
     if out.dtype not in (np.float32, np.float64) or out.shape[0] < n:
         raise ValueError(f"out must be float32 with at least {n} rows, got {out.dtype} {out.shape}")
-    if out.dtype != np.float32:  # the sums are float32 whatever the output
+    if out.dtype != np.float32 or not out.flags.c_contiguous:
+        # The sums are float32 whatever the output, in rows of their own.
         np.copyto(
             out[:n],
             mean_pool(
@@ -157,11 +103,13 @@ def mean_pool(
         return out
     textless = np.resize(np.asarray(textless_ids, dtype=np.int64), 2)
     table = np.ascontiguousarray(table, dtype=np.float32)
+    ids = np.ascontiguousarray(ids, dtype=np.int32)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     step = max(1, min(_TASK_SENTENCES, -(-n // max(threads, 1))))
     starts = range(0, n, step)
 
     def task(start: int) -> None:
-        _pool(table, ids, offsets, textless, out, start, min(start + step, n))
+        _loops.pool(table, ids, offsets, textless, out, start, min(start + step, n))
 
     if threads > 1 and len(starts) > 1:
         if threads not in _POOLS:

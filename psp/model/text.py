@@ -28,8 +28,9 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from importlib import resources
 
-import numba
 import numpy as np
+
+from psp.model import _loops
 
 __all__ = [
     "ARABIC_OPTIONAL_MARKS",
@@ -164,8 +165,6 @@ LIMIT = FORMAT_CHARACTER_BLOCKS[0][1]
 #: Characters whose lowercase depends on their neighbours (the capital sigma).
 _CONTEXTUAL = (0x03A3,)
 
-_JIT = {"nogil": True, "cache": True, "error_model": "numpy", "boundscheck": False}
-
 
 @functools.cache
 def char_table(lowercase: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
@@ -194,50 +193,6 @@ def char_table(lowercase: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int
     return starts, chars, contextual, growth, changed_above
 
 
-@numba.njit(**_JIT)
-def _map_texts(buf, text_starts, starts, chars, contextual, growth, changed_above, lowercase):
-    """The mapped bytes of each text of ``buf``, their starts, and the texts to leave to
-    ``model_text``."""
-    n = text_starts.shape[0] - 1
-    out = np.empty(buf.shape[0] * growth + 1, dtype=np.uint8)
-    out_starts = np.empty(n + 1, dtype=np.int64)
-    unmapped = np.zeros(n, dtype=np.bool_)
-    o = 0
-    for k in range(n):
-        out_starts[k] = o
-        i, stop = text_starts[k], text_starts[k + 1]
-        while i < stop:
-            b = buf[i]
-            if b < 0x80:
-                out[o] = b + 32 if lowercase and 65 <= b <= 90 else b
-                o += 1
-                i += 1
-                continue
-            if b < 0xE0:
-                cp, size = ((b & 0x1F) << 6) | (buf[i + 1] & 0x3F), 2
-            elif b < 0xF0:
-                cp = ((b & 0x0F) << 12) | ((buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F)
-                size = 3
-            else:
-                cp = ((b & 0x07) << 18) | ((buf[i + 1] & 0x3F) << 12)
-                cp |= ((buf[i + 2] & 0x3F) << 6) | (buf[i + 3] & 0x3F)
-                size = 4
-            if cp < starts.shape[0] - 1:
-                unmapped[k] |= contextual[cp]
-                for j in range(starts[cp], starts[cp + 1]):
-                    out[o] = chars[j]
-                    o += 1
-            else:
-                at = np.searchsorted(changed_above, cp)
-                unmapped[k] |= at < changed_above.shape[0] and changed_above[at] == cp
-                for j in range(size):
-                    out[o] = buf[i + j]
-                    o += 1
-            i += size
-    out_starts[n] = o
-    return out[:o], out_starts, unmapped
-
-
 def model_utf8(
     sentences: Sequence[str], lowercase: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -257,4 +212,6 @@ def model_utf8(
     text_starts = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=text_starts[1:])
     starts, chars, contextual, growth, changed_above = char_table(lowercase)
-    return _map_texts(buf, text_starts, starts, chars, contextual, growth, changed_above, lowercase)
+    return _loops.map_texts(
+        buf, text_starts, starts, chars, contextual, growth, changed_above, lowercase
+    )

@@ -23,19 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 
-from psp.model.byte_table import (
-    FNV_OFFSET,
-    FNV_PRIME,
-    JIT,
-    empty_slots,
-    find,
-    hash_items,
-    joined,
-    place,
-)
+from psp.model import _loops
+from psp.model.byte_table import empty_slots, hash_items, joined, place
 
 __all__ = ["PieceLattice", "piece_lattice"]
 
@@ -44,84 +35,10 @@ NORMAL, USER_DEFINED, UNUSED = 1, 4, 5
 #: ``TrainerSpec.model_type`` of a unigram model (the one kind whose search can tie).
 UNIGRAM = 1
 #: What a prefix in the table is: only the beginning of longer pieces, a normal piece, or a
-#: user-defined piece.
+#: user-defined piece (the compiled search, :func:`psp.model._loops.gaps`, reads these values).
 _PREFIX, _PIECE, _USER_DEFINED = 0, 1, 2
 #: SentencePiece's ``kUnkPenalty``: an unknown character scores the lowest piece score less this.
 UNK_PENALTY = np.float32(10.0)
-
-
-@numba.njit(**JIT)
-def _char_length(lead, left):
-    """Bytes of the UTF-8 character whose first byte is ``lead`` (SentencePiece's
-    ``OneCharLen``), at most ``left``."""
-    top = lead >> 4
-    n = 4 if top == 15 else 3 if top == 14 else 2 if top >= 12 else 1
-    return min(n, left)
-
-
-@numba.njit(**JIT)
-def _offer(best, second, at, score):
-    """Keep ``score`` if it is one of the two best at position ``at``."""
-    if score > best[at]:
-        second[at] = best[at]
-        best[at] = score
-    elif score > second[at]:
-        second[at] = score
-
-
-@numba.njit(**JIT)
-def _gaps(buf, starts, slots, hashes, arena, arena_starts, kinds, scores, unk_score):
-    """For each text ``buf[starts[k]:starts[k + 1]]`` (a normalised word, UTF-8): its best cut's
-    score less its second best's (``inf``: one cut only; ``-inf``: a user-defined piece)."""
-    n = starts.shape[0] - 1
-    gaps = np.empty(n, dtype=np.float64)
-    longest = 0
-    for k in range(n):
-        longest = max(longest, starts[k + 1] - starts[k])
-    best = np.empty(longest + 1, dtype=np.float64)
-    second = np.empty(longest + 1, dtype=np.float64)
-    for k in range(n):
-        first, stop = starts[k], starts[k + 1]
-        size = stop - first
-        best[: size + 1] = -np.inf
-        second[: size + 1] = -np.inf
-        best[0] = 0.0
-        user_defined = False
-        begin = first
-        while begin < stop:
-            at = begin - first
-            char = _char_length(buf[begin], stop - begin)
-            single = False
-            h = FNV_OFFSET
-            end = begin
-            while end < stop:
-                step = _char_length(buf[end], stop - end)
-                for i in range(end, end + step):
-                    h = (h ^ np.uint64(buf[i])) * FNV_PRIME
-                end += step
-                index = find(buf, begin, end, h, slots, hashes, arena, arena_starts)
-                if index < 0:
-                    break
-                if kinds[index] == _PREFIX:
-                    continue
-                if kinds[index] == _USER_DEFINED:
-                    user_defined = True
-                score = np.float64(scores[index])
-                _offer(best, second, end - first, best[at] + score)
-                _offer(best, second, end - first, second[at] + score)
-                single |= end - begin == char
-            if not single:
-                score = np.float64(unk_score)
-                _offer(best, second, at + char, best[at] + score)
-                _offer(best, second, at + char, second[at] + score)
-            begin += char
-        if user_defined:
-            gaps[k] = -np.inf
-        elif second[size] == -np.inf:
-            gaps[k] = np.inf
-        else:
-            gaps[k] = best[size] - second[size]
-    return gaps
 
 
 class PieceLattice:
@@ -164,7 +81,7 @@ class PieceLattice:
         lattice scores them; ``inf`` where there is one cut, ``-inf`` where a user-defined
         piece may take part."""
         buf, starts = joined([text.encode("utf-8") for text in self._sp.normalize(list(words))])
-        return _gaps(
+        return _loops.gaps(
             buf,
             starts,
             self.slots,

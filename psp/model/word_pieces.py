@@ -23,10 +23,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
-from psp.model.byte_table import FNV_OFFSET, FNV_PRIME, JIT, empty_slots, find, joined, place
+from psp.model._loops import find_words, gather, relookup
+from psp.model.byte_table import empty_slots, joined, place
 from psp.model.unigram_ties import piece_lattice
 
 #: Distinct words a cache holds at most (a bounded memory, about 35 MB): beyond it, a new word
@@ -61,112 +61,6 @@ def pieces_arrays(pieces: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         itertools.chain.from_iterable(pieces), dtype=np.int32, count=int(lengths.sum())
     )
     return flat, lengths
-
-
-@numba.njit(**JIT)
-def _other_whitespace(buf, i):
-    """Whether a whitespace character other than the space starts at byte ``i`` of UTF-8
-    ``buf`` (Python's ``str.isspace`` set: what ``str.split`` would cut at, and SentencePiece
-    might not)."""
-    b = buf[i]
-    if b < 0x80:
-        return (9 <= b <= 13) or (28 <= b <= 31)
-    n = buf.shape[0]
-    b1 = buf[i + 1] if i + 1 < n else 0
-    b2 = buf[i + 2] if i + 2 < n else 0
-    if b == 0xC2:
-        return b1 == 0x85 or b1 == 0xA0
-    if b == 0xE1:
-        return b1 == 0x9A and b2 == 0x80
-    if b == 0xE2:
-        return (b1 == 0x80 and (b2 <= 0x8A or b2 in (0xA8, 0xA9, 0xAF))) or (
-            b1 == 0x81 and b2 == 0x9F
-        )
-    if b == 0xE3:
-        return b1 == 0x80 and b2 == 0x80
-    return False
-
-
-@numba.njit(**JIT)
-def _find_words(buf, text_starts, slots, word_hashes, arena, arena_starts):
-    """Cut each text of ``buf`` (UTF-8, text ``k`` at ``text_starts[k]:text_starts[k + 1]``)
-    at spaces and look each word up: each word's byte span, FNV-1a hash and table index (-1:
-    not there), each text's word count, and whether a text holds another whitespace
-    character. The words are counted first, so the four per-word arrays are their exact size
-    (a bound from the byte count would be three times that on news text: 11 MiB for the 2,048
-    longest of 120k news lines)."""
-    n_texts = text_starts.shape[0] - 1
-    words = 0
-    for k in range(n_texts):
-        previous = 32
-        for i in range(text_starts[k], text_starts[k + 1]):
-            words += buf[i] != 32 and previous == 32
-            previous = buf[i]
-    begins = np.empty(words, dtype=np.int64)
-    ends = np.empty(words, dtype=np.int64)
-    hashes = np.empty(words, dtype=np.uint64)
-    found = np.empty(words, dtype=np.int64)
-    counts = np.zeros(n_texts, dtype=np.int64)
-    other = np.zeros(n_texts, dtype=np.bool_)
-    w = 0
-    for k in range(n_texts):
-        i, stop = text_starts[k], text_starts[k + 1]
-        while i < stop:
-            while i < stop and buf[i] == 32:
-                i += 1
-            if i == stop:
-                break
-            begins[w] = i
-            h = FNV_OFFSET
-            while i < stop and buf[i] != 32:
-                if buf[i] >= 0x80 or buf[i] < 32:
-                    other[k] |= _other_whitespace(buf, i)
-                h = (h ^ np.uint64(buf[i])) * FNV_PRIME
-                i += 1
-            ends[w], hashes[w] = i, h
-            found[w] = find(buf, begins[w], i, h, slots, word_hashes, arena, arena_starts)
-            counts[k] += 1
-            w += 1
-    return begins, ends, hashes, found, counts, other
-
-
-@numba.njit(**JIT)
-def _relookup(buf, begins, ends, hashes, found, slots, word_hashes, arena, arena_starts):
-    """Look up again the words ``found`` does not have (after the table grew)."""
-    for w in range(found.shape[0]):
-        if found[w] < 0:
-            found[w] = find(
-                buf, begins[w], ends[w], hashes[w], slots, word_hashes, arena, arena_starts
-            )
-
-
-@numba.njit(**JIT)
-def _gather(found, counts, word_starts, word_lengths, ids, tied):
-    """Each text's ids, its words' cached ids one after the other, its id count, and whether it
-    must be encoded whole instead (a word not in the table, or one whose cut may tie)."""
-    n_texts = counts.shape[0]
-    total = 0
-    for w in range(found.shape[0]):
-        if found[w] >= 0:
-            total += word_lengths[found[w]]
-    flat = np.empty(total, dtype=np.int32)
-    lengths = np.zeros(n_texts, dtype=np.int64)
-    whole = np.zeros(n_texts, dtype=np.bool_)
-    w = o = 0
-    for k in range(n_texts):
-        for _ in range(counts[k]):
-            index = found[w]
-            w += 1
-            if index < 0 or tied[index]:
-                whole[k] = True
-                if index < 0:
-                    continue
-            first = word_starts[index]
-            for j in range(word_lengths[index]):
-                flat[o] = ids[first + j]
-                o += 1
-            lengths[k] += word_lengths[index]
-    return flat, lengths, whole
 
 
 class Table(NamedTuple):
@@ -317,14 +211,14 @@ class WordPieces:
         be encoded whole: another whitespace character, a word whose cut may tie, or a word the
         full cache has no room for."""
         table = self.table
-        begins, ends, hashes, found, counts, other = _find_words(buf, text_starts, *table.keys)
+        begins, ends, hashes, found, counts, other = find_words(buf, text_starts, *table.keys)
         if self.words < self.capacity and (found < 0).any():
             with self._lock:
                 # Another thread may have added some of them meanwhile.
-                _relookup(buf, begins, ends, hashes, found, *self.table.keys)
+                relookup(buf, begins, ends, hashes, found, *self.table.keys)
                 self._add_missing(buf, begins, ends, hashes, found, num_threads)
                 table = self.table
-        flat, lengths, redo = _gather(
+        flat, lengths, redo = gather(
             found, counts, table.starts, table.lengths, table.ids, table.tied
         )
         return flat, lengths, redo | other
@@ -341,7 +235,7 @@ class WordPieces:
             return
         raw = buf.tobytes()
         self._grow([raw[begins[w] : ends[w]] for w in new], hashes[new], num_threads)
-        _relookup(buf, begins, ends, hashes, found, *self.table.keys)
+        relookup(buf, begins, ends, hashes, found, *self.table.keys)
 
     def _grow(self, words: list[bytes], hashes: np.ndarray, num_threads: int | None) -> None:
         """Publish a table with ``words`` (UTF-8, new) added, their hashes, ids and ties."""
