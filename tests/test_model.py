@@ -234,3 +234,37 @@ def test_half_rows_rounds_as_numpy_casts():
     nan = np.isnan(x)
     assert np.array_equal(got.view(np.uint16)[~nan], expected.view(np.uint16)[~nan])
     assert np.isnan(got[nan]).all()
+
+
+@pytest.mark.parametrize("dim", [1024, 37])
+def test_every_pooling_build_adds_rows_in_order(dim):
+    """The compiled pooling loop, in each build this machine has (the baseline one and, on an
+    x86-64 CPU with AVX2, the AVX2 one that embedding then takes), gives the bits of adding a
+    sentence's rows one after the other in float32 and dividing by their count: 1 to 9 pieces
+    (the four-rows-a-pass path and its remainders), and zeros for a sentence of textless ids."""
+    from psp.model import _loops, pooling
+
+    rng = np.random.default_rng(7)
+    table = rng.standard_normal((50, dim)).astype(np.float32)
+    textless = np.array([0, 1], dtype=np.int64)
+    sentences = [rng.integers(2, 50, n).astype(np.int32) for n in range(1, 10)]
+    sentences += [np.array([0, 1, 0], dtype=np.int32), np.array([1, 7], dtype=np.int32)]
+    ids = np.concatenate(sentences)
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])]).astype(np.int64)
+    expected = np.zeros((len(sentences), dim), dtype=np.float32)
+    for row, pieces in zip(expected, sentences, strict=True):
+        if np.isin(pieces, textless).all():
+            continue
+        for piece in pieces:
+            row += table[piece]
+        row /= np.float32(len(pieces))
+    builds = [_loops.pool]
+    if _loops.cpu_has_avx2():
+        from psp.model import _loops_avx2
+
+        builds.append(_loops_avx2.pool)
+        assert pooling._POOL is _loops_avx2.pool
+    for build in builds:
+        out = np.full((len(sentences), dim), np.nan, dtype=np.float32)
+        build(table, ids, offsets, textless, out, 0, len(sentences))
+        assert np.array_equal(out.view(np.uint32), expected.view(np.uint32)), build.__module__

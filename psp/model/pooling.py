@@ -8,7 +8,7 @@ same code.
 cosine of the package (inference, the miner's shards, the evaluators). No torch here: importing
 it costs about 2 s of CPU, as long as embedding 100,000 news sentences takes.
 
-Pooling is one compiled loop (:func:`psp.model._loops.pool`) over the sentences: each sentence's
+Pooling is one compiled loop (``psp.model._loops.pool``, built for AVX2 too) over the sentences: each sentence's
 rows are added in order into its float32 output row, four at a pass, and divided by the piece
 count. It gives the bits of
 the sparse matrix product it replaced (scipy adds the rows in the same order) at 2.6 times its
@@ -49,6 +49,22 @@ __all__ = [
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 #: Sentences per task when pooling runs on several threads.
 _TASK_SENTENCES = 2048
+
+
+def _pool_loop():
+    """The compiled pooling loop for this CPU: the AVX2 build where the CPU has it and it was
+    built (x86-64), else the platform's baseline build. Both give the same bits."""
+    if _loops.cpu_has_avx2():
+        try:
+            from psp.model import _loops_avx2
+        except ImportError:
+            pass
+        else:
+            return _loops_avx2.pool
+    return _loops.pool
+
+
+_POOL = _pool_loop()
 
 
 def half_rows(x: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -109,7 +125,7 @@ def mean_pool(
     starts = range(0, n, step)
 
     def task(start: int) -> None:
-        _loops.pool(table, ids, offsets, textless, out, start, min(start + step, n))
+        _POOL(table, ids, offsets, textless, out, start, min(start + step, n))
 
     if threads > 1 and len(starts) > 1:
         if threads not in _POOLS:
