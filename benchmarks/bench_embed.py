@@ -15,8 +15,8 @@ SentencePiece model trained on the mirror's English bitext) and newstest-en repe
   exported with ``psp export`` and loaded by sentence-transformers (``StaticEmbedding``) and
   model2vec: the same vocabulary, table and lines;
 - **``psp embed`` as a whole process** (start-up, reading, writing the ``.npy``), ``--threads 1``,
-  at each ``--lines`` size, float32 and ``--float16``: its rate against the in-process one, and
-  its peak RSS (flat in the number of lines);
+  on one line (its fixed cost) and at each ``--lines`` size, float32 and ``--float16``: its rate
+  against the in-process one, and its peak RSS (flat in the number of lines);
 - **the original recipe** (batches of 32, ``EncodeAsPieces``, a dict lookup per piece, padded
   ``nn.Embedding``, a length-masked mean) on ``--baseline-sentences``: the same vectors, and the
   ratio.
@@ -205,8 +205,15 @@ def run_process(cmd: list[str], tmp: Path) -> tuple[float, float, float]:
 
 
 def whole_process(model_dir: Path, news: list[str], sizes: list[int], rate: float, tmp: Path):
-    """``psp embed --threads 1`` at each size, against the in-process rate ``rate``."""
+    """``psp embed --threads 1`` at each size, against the in-process rate ``rate``, after its
+    fixed cost: the same command on one line (start-up, loading the model, writing the file)."""
     print("psp embed as a whole process, --threads 1:")
+    one = tmp / "one.txt"
+    one.write_text(news[0] + "\n", encoding="utf-8")
+    cmd = [*CLI, "embed", "--model", str(model_dir), "--threads", "1"]
+    walls = [run_process([*cmd, "--input", str(one), "--output", str(tmp / "one.npy")], tmp)[0]]
+    walls += [run_process([*cmd, "--input", str(one), "--output", str(tmp / "two.npy")], tmp)[0]]
+    print(f"  {1:>9,} line  (the fixed cost): {min(walls):.2f}-{max(walls):.2f} s wall", flush=True)
     for n in sizes:
         text = tmp / f"news{n}.txt"
         text.write_text("\n".join(itertools.islice(itertools.cycle(news), n)) + "\n")
