@@ -52,22 +52,21 @@ class PieceLattice:
 
     def __init__(self, processor, proto):
         self._sp = processor
-        kinds: dict[bytes, int] = {}
-        scores: dict[bytes, float] = {}
-        normal_scores = []
-        for piece in proto.pieces:
-            if piece.type not in (NORMAL, USER_DEFINED):
-                continue  # unused pieces make no node; unknown, control and byte pieces no text
-            text = piece.piece
-            for end in range(1, len(text)):
-                kinds.setdefault(text[:end].encode("utf-8"), _PREFIX)
-            kind = _PIECE if piece.type == NORMAL else _USER_DEFINED
-            kinds[text.encode("utf-8")] = kind
-            scores[text.encode("utf-8")] = piece.score
-            if piece.type == NORMAL:
-                normal_scores.append(piece.score)
+        # Unused pieces make no node; unknown, control and byte pieces no text.
+        pieces = [
+            (piece.piece, piece.type, piece.score)
+            for piece in proto.pieces
+            if piece.type in (NORMAL, USER_DEFINED)
+        ]
+        prefixes = {text[:end] for text, _, _ in pieces for end in range(1, len(text))}
+        kinds = dict.fromkeys(prefixes, _PREFIX)
+        scores: dict[str, float] = {}
+        for text, kind, score in pieces:  # a piece's kind wins over its being a prefix
+            kinds[text] = _PIECE if kind == NORMAL else _USER_DEFINED
+            scores[text] = score
+        normal_scores = [score for _, kind, score in pieces if kind == NORMAL]
         items = list(kinds)
-        self.arena, self.arena_starts = joined(items)
+        self.arena, self.arena_starts = joined([item.encode("utf-8") for item in items])
         self.hashes = hash_items(self.arena, self.arena_starts)
         self.slots = empty_slots(len(items))
         place(self.slots, self.hashes, 0, len(items))
