@@ -160,7 +160,7 @@ def model_text(sentences: Sequence[str], lowercase: bool = True) -> list[str]:
 
 #: Code points below this have their ``model_text`` in :func:`char_table`: every cased letter,
 #: every character ``model_text`` deletes but the tags, and the traditional ideographs of the
-#: basic plane (the table takes 60 ms to build).
+#: basic plane (the table takes 20 ms to build).
 LIMIT = FORMAT_CHARACTER_BLOCKS[0][1]
 #: Characters whose lowercase depends on their neighbours (the capital sigma).
 _CONTEXTUAL = (0x03A3,)
