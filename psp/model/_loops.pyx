@@ -9,11 +9,11 @@ the unigram lattice's two best cuts (:mod:`psp.model.unigram_ties`), the id flat
 :mod:`psp.model.pooling`. Each of those modules documents what its loops compute; this one only
 computes it.
 
-Why ahead of time: a JIT (numba, which compiled these loops before) costs a process about 130 MiB
-and half a second before its first vector (its import, then loading its cached machine code
-through LLVM), as much memory as the encoder itself and as long as embedding 100,000 sentences.
-Compiled here, a process pays for what it uses: ``psp embed`` starts in the time numpy and
-SentencePiece take to import.
+Why ahead of time: a JIT (numba, which compiled these loops before) cost a process about 130 MiB
+and 0.5-2.5 s before its first vector (its import, then loading its cached machine code through
+LLVM), as much memory as the encoder itself. Compiled here, the loops cost a process the pages of
+one shared library: ``psp embed`` on one line took a third of the time and 91 MiB against 233
+(``docs/benchmarks.md``).
 
 Every loop releases the GIL while it runs (its outputs are allocated first, under the GIL), so
 threads tokenise and pool at once. Arithmetic is the compiled code's, in the order written
