@@ -52,7 +52,9 @@ def test_embed_file_rows_in_order(model, model_dir, news, tmp_path):
 
 def test_embed_process_gives_the_library_bits(model, model_dir, news, tmp_path):
     """``psp embed`` and ``psp score`` run without torch and without a JIT (the numpy table and
-    the package's compiled loops: neither torch's start-up nor numba's) and give exactly what
+    the package's compiled loops: neither torch's start-up nor numba's), check a valid model
+    config without importing jsonschema, import no tqdm for a bar that cannot show (stderr is a
+    pipe here), and give exactly what
     ``psp.load(dir).embed`` / ``.score`` give: every bit, over batches and pool threads, a
     sentence with no known piece (zero row) included."""
     lines = [*news[:700], "", "☃☃☃"]
@@ -61,7 +63,10 @@ def test_embed_process_gives_the_library_bits(model, model_dir, news, tmp_path):
     code = (
         "import sys; from psp.cli import main; code = main(sys.argv[1:]); "
         "assert 'torch' not in sys.modules, 'torch imported'; "
-        "assert 'numba' not in sys.modules, 'numba imported'; sys.exit(code)"
+        "assert 'numba' not in sys.modules, 'numba imported'; "
+        "assert 'jsonschema' not in sys.modules, 'jsonschema imported for a valid config'; "
+        "assert 'tqdm' not in sys.modules, 'tqdm imported for a bar that cannot show'; "
+        "sys.exit(code)"
     )
     io_args = ["--model", str(model_dir), "--input", str(src), "--output", str(out)]
     for threads in ("1", "3"):
@@ -82,6 +87,33 @@ def test_embed_process_gives_the_library_bits(model, model_dir, news, tmp_path):
     )
     cosines = [row.rsplit("\t", 1)[1] for row in scored.read_text(encoding="utf-8").splitlines()]
     assert cosines == [f"{c:.6f}" for c in model.score(news[:300], news[300:600])]
+
+
+def test_progress_bar_where_tqdm_would_draw_one(monkeypatch):
+    """The stand-in replaces tqdm exactly where ``tqdm.auto(disable=None)`` would draw nothing."""
+    import io
+
+    from tqdm.auto import tqdm
+
+    from psp.model import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert isinstance(progress.progress(total=3), progress._NoBar)
+    assert isinstance(progress.progress(total=3, disable=False, file=sys.stderr), tqdm)
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    with progress.progress(total=3, unit="sent") as bar:
+        assert isinstance(bar, tqdm)
+        bar.update(3)
+    assert "3/3" in sys.stderr.getvalue()
+    assert isinstance(progress.progress(total=3, disable=True), progress._NoBar)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.setitem(sys.modules, "ipykernel", object())  # a notebook: tqdm.auto's widget
+    assert progress.bar_would_show(None)
 
 
 def test_input_batches_across_read_blocks(tmp_path, monkeypatch):

@@ -203,6 +203,28 @@ def test_config_unknown_key_rejected():
         ModelConfig.from_json(json.dumps({"dim": 4}))
 
 
+def test_config_fast_check_accepts_only_what_jsonschema_accepts():
+    """Loading a model checks ``config.json`` without importing jsonschema when the config is
+    plainly valid; the shortcut must never pass a value jsonschema refuses, and must pass the
+    configs psp writes."""
+    from jsonschema import Draft202012Validator
+
+    from psp.model.directory import CONFIG_SCHEMA, _plainly_fits
+
+    validator = Draft202012Validator(CONFIG_SCHEMA)
+    base = json.loads(ModelConfig(dim=4, vocab_size=10, max_pieces=3, languages=["es"]).to_json())
+    assert _plainly_fits(CONFIG_SCHEMA, base)
+    assert _plainly_fits(CONFIG_SCHEMA, json.loads(ModelConfig(dim=1, vocab_size=1).to_json()))
+    values = [0, 1, -1, 7, 2.0, 2.5, True, False, None, "7", "x", [], ["es"], [1], ["a", None]]
+    values += [{}, {"a": 1}, float("nan")]
+    for key in base:
+        for value in values:
+            data = base | {key: value}
+            if _plainly_fits(CONFIG_SCHEMA, data):
+                assert validator.is_valid(data), (key, value)
+    assert not _plainly_fits({"type": "integer", "maximum": 3}, 1)  # unknown keyword: ask
+
+
 def test_embed_into_out_buffer(model, news):
     buffer = np.full((12, DIM), np.nan, dtype=np.float32)
     result = model.embed(news[:12], batch_size=5, out=buffer)

@@ -54,9 +54,9 @@ def embed_lines(
     """Embed ``(first_line_number, lines)`` batches of at most ``batch_size`` lines into
     ``output`` (``.npy``); returns the row count."""
     import numpy as np
-    from tqdm import tqdm  # a terminal's bar: tqdm.auto's notebook check costs 35 ms of start-up
 
     from psp.model.pooling import half_rows
+    from psp.model.progress import progress
 
     dtype = np.dtype(np.float16 if float16 else np.float32)
     descr = np.lib.format.dtype_to_descr(dtype)
@@ -72,7 +72,7 @@ def embed_lines(
     with (
         atomic_path(output) as tmp,
         open(tmp, "wb") as handle,
-        tqdm(unit="sent", desc="embed", disable=None) as bar,
+        progress(unit="sent", desc="embed") as bar,
     ):
 
         def pool_and_write(encoded) -> None:

@@ -200,7 +200,7 @@ class SentenceEmbedder:
             out: write the rows into this ``(n, dim)`` float array (a reused buffer or an
                 ``np.memmap``) instead of a new one (:func:`fresh_rows`); it is also returned.
         """
-        from tqdm.auto import tqdm
+        from psp.model.progress import progress
 
         threads = num_threads or self.default_threads()
         single = isinstance(sentences, str)
@@ -227,7 +227,7 @@ class SentenceEmbedder:
             self.pool(ids, offsets, out[start:stop], 1)
             return stop - start
 
-        with self.embed_context(threads), tqdm(total=n, unit="sent", disable=disable) as bar:
+        with self.embed_context(threads), progress(total=n, unit="sent", disable=disable) as bar:
             if threads == 1 or len(starts) == 1:
                 for start in starts:
                     bar.update(embed_chunk(start))

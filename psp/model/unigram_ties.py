@@ -58,20 +58,22 @@ class PieceLattice:
             for piece in proto.pieces
             if piece.type in (NORMAL, USER_DEFINED)
         ]
-        prefixes = {text[:end] for text, _, _ in pieces for end in range(1, len(text))}
-        kinds = dict.fromkeys(prefixes, _PREFIX)
-        scores: dict[str, float] = {}
-        for text, kind, score in pieces:  # a piece's kind wins over its being a prefix
-            kinds[text] = _PIECE if kind == NORMAL else _USER_DEFINED
-            scores[text] = score
+        texts = [text for text, _, _ in pieces]
+        # A piece's kind wins over its being a prefix: the pieces come first, then the
+        # prefixes that are no piece.
+        prefixes = {text[:end] for text in texts for end in range(1, len(text))}
+        items = [*texts, *prefixes.difference(texts)]
         normal_scores = [score for _, kind, score in pieces if kind == NORMAL]
-        items = list(kinds)
         self.arena, self.arena_starts = joined([item.encode("utf-8") for item in items])
         self.hashes = hash_items(self.arena, self.arena_starts)
         self.slots = empty_slots(len(items))
         place(self.slots, self.hashes, 0, len(items))
-        self.kinds = np.fromiter((kinds[item] for item in items), np.int8, len(items))
-        self.scores = np.array([scores.get(item, 0.0) for item in items], dtype=np.float32)
+        self.kinds = np.full(len(items), _PREFIX, dtype=np.int8)
+        self.kinds[: len(texts)] = [
+            _PIECE if kind == NORMAL else _USER_DEFINED for _, kind, _ in pieces
+        ]
+        self.scores = np.zeros(len(items), dtype=np.float32)
+        self.scores[: len(texts)] = [score for _, _, score in pieces]
         lowest = np.float32(min(normal_scores)) if normal_scores else np.float32(0.0)
         self.unk_score = np.float32(lowest - UNK_PENALTY)
 
