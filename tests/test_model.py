@@ -13,6 +13,7 @@ from psp.data.spm_training import train_spm
 from psp.io import InputError
 from psp.model.directory import ModelConfig
 from psp.model.piece_encoder import PieceEncoder
+from psp.model.pooling import load_table_model
 from psp.model.torch_model import PSPModel, load
 
 DIM = 32
@@ -152,6 +153,23 @@ def test_save_load_float16_close(model, news, tmp_path):
     np.testing.assert_allclose(loaded.embed(news[:30]), model.embed(news[:30]), rtol=0, atol=3e-3)
 
 
+def test_inference_maps_the_table_and_a_torch_model_gets_its_own(model, saved, news, tmp_path):
+    """``psp embed``'s model reads its float32 table from the file's pages, read-only; the torch
+    model, which may be trained on, has a private copy; a float16 table is upcast into one."""
+    mapped = load_table_model(saved)
+    assert not mapped.table.flags.writeable and not mapped.table.flags.owndata
+    with pytest.raises(ValueError, match="read-only"):
+        mapped.table[0, 0] = 1.0
+    np.testing.assert_array_equal(mapped.embed(news[:30]), model.embed(news[:30]))
+    trainable = load(saved)
+    with torch.no_grad():
+        trainable.embedding.weight.add_(1.0)  # its own memory: the file is left as it was
+    np.testing.assert_array_equal(load_table_model(saved).table, mapped.table)
+    model.save(tmp_path / "half", float16=True)
+    half = load_table_model(tmp_path / "half")
+    assert half.table.dtype == np.float32 and half.table.flags.owndata
+
+
 def copy_model(saved, tmp_path):
     target = tmp_path / "copy"
     target.mkdir()
@@ -175,12 +193,13 @@ def test_load_swapped_tokenizer_named(saved, tmp_path, news):
         load(target)
 
 
-def test_load_truncated_weights_named(saved, tmp_path):
+@pytest.mark.parametrize("loader", [load, load_table_model])
+def test_load_truncated_weights_named(saved, tmp_path, loader):
     target = copy_model(saved, tmp_path)
     data = (target / "embeddings.safetensors").read_bytes()
     (target / "embeddings.safetensors").write_bytes(data[: len(data) // 2])
     with pytest.raises(InputError, match="embeddings.safetensors"):
-        load(target)
+        loader(target)
 
 
 def test_load_shape_mismatch_named(saved, tmp_path):

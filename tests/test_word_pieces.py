@@ -5,8 +5,9 @@ pieces), and every line of every mirror file of X and English (bitext, monolingu
 paraphrases, STS, STS17, Tatoeba) is encoded through the cache and by SentencePiece sentence by
 sentence; a model with byte fallback does the same on every Tatoeba language. Chinese (no
 spaces), Arabic (its marks deleted first), tabs, no-break spaces and unknown characters are all
-in there. On the same text, the lattice that says which words may tie gives the gap between
-each distinct word's two best cuts that SentencePiece's own n-best search scores.
+in there. On the same text, the lattice that cuts new words and says which may tie gives the gap
+between each distinct word's two best cuts that SentencePiece's own n-best search scores, and the
+best cut SentencePiece gives the word wherever the cache keeps it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from psp.model.byte_table import joined
 from psp.model.piece_encoder import PieceEncoder
 from psp.model.text import model_text
 from psp.model.unigram_ties import piece_lattice
-from psp.model.word_pieces import WordPieces, cache_is_exact, pieces_arrays
+from psp.model.word_pieces import TIE, WordPieces, cache_is_exact, pieces_arrays
 
 PAIRS = ("ar", "de", "es", "fr", "ru", "tr", "zh")
 
@@ -92,8 +93,20 @@ def nbest_gaps(processor, words: list[str]) -> np.ndarray:
 
 
 def assert_lattice_gaps(encoder: PieceEncoder, words: list[str]) -> None:
-    """:class:`PieceLattice`'s gaps are SentencePiece's, to float32 rounding, on ``words``."""
-    gaps = piece_lattice(encoder._sp).gaps(words)
+    """:class:`PieceLattice`'s gaps are SentencePiece's, to float32 rounding, on ``words``, and
+    its best cut is SentencePiece's wherever the cache would keep it (no tie, no unknown)."""
+    ids, lengths, gaps, unknown = piece_lattice(encoder._sp).cuts(words)
+    assert not lengths[unknown].any(), "a cut through an unknown character is left out"
+    kept = (gaps >= TIE) & ~unknown
+    expected_ids, expected_lengths = pieces_arrays(encoder._sp.encode(words, out_type=int))
+    starts, expected_starts = (
+        np.cumsum(lengths) - lengths,
+        np.cumsum(expected_lengths) - expected_lengths,
+    )
+    for k in np.flatnonzero(kept):
+        got = ids[starts[k] : starts[k] + lengths[k]]
+        want = expected_ids[expected_starts[k] : expected_starts[k] + expected_lengths[k]]
+        assert np.array_equal(got, want), f"{words[k]!r}: lattice cut {got}, SentencePiece {want}"
     expected = nbest_gaps(encoder._sp, words)
     one_cut = np.isinf(expected)
     assert np.array_equal(np.isinf(gaps), one_cut), "words with one cut differ"

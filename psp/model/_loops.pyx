@@ -4,7 +4,7 @@
 Every loop that ``embed`` runs per byte, word or piece is here, compiled with the package (Cython,
 C): the code-point mapping of :func:`psp.model.text.model_utf8`, the hash tables of
 :mod:`psp.model.byte_table`, the word cache's finder and gatherer (:mod:`psp.model.word_pieces`),
-the unigram lattice's two best cuts (:mod:`psp.model.unigram_ties`), the id flattening of
+the unigram lattice's best cut and its margin (:mod:`psp.model.unigram_ties`), the id flattening of
 :class:`psp.model.piece_encoder.PieceEncoder`, and the pooling and float16 cast of
 :mod:`psp.model.pooling`. Each of those modules documents what its loops compute; this one only
 computes it.
@@ -278,38 +278,60 @@ cdef inline int64_t _char_length(uint8_t lead, int64_t left) noexcept nogil:
     return n if n < left else left
 
 
-cdef inline void _offer(double* best, double* second, int64_t at, double score) noexcept nogil:
-    """Keep ``score`` if it is one of the two best at position ``at``."""
-    if score > best[at]:
-        second[at] = best[at]
-        best[at] = score
-    elif score > second[at]:
-        second[at] = score
+cdef inline void _arrive(
+    double* best, double* second, int64_t* came_from, int32_t* came_by, int64_t to,
+    int64_t at, int32_t by, double through_best, double through_second,
+) noexcept nogil:
+    """Keep the two best scores of reaching position ``to`` from ``at`` by piece ``by``, through
+    the best and the second best ways to ``at``, and where the best way came from. A score equal
+    to the best is a second best: the two cuts tie."""
+    if through_best > best[to]:
+        second[to] = best[to]
+        best[to] = through_best
+        came_from[to] = at
+        came_by[to] = by
+    elif through_best > second[to]:
+        second[to] = through_best
+    if through_second > second[to]:  # never above the best: through_second <= through_best
+        second[to] = through_second
 
 
-def gaps(
+def cuts(
     const uint8_t[::1] buf, const int64_t[::1] starts,
     const int32_t[::1] slots, const uint64_t[::1] hashes,
     const uint8_t[::1] arena, const int64_t[::1] arena_starts,
-    const int8_t[::1] kinds, const float[::1] scores, float unk_score,
+    const int8_t[::1] kinds, const float[::1] scores, const int32_t[::1] piece_ids,
+    float unk_score,
 ):
-    """For each text (a normalised word, UTF-8): its best cut's score less its second best's
-    (``inf``: one cut only; ``-inf``: a user-defined piece may take part)."""
+    """For each text (a normalised word, UTF-8): the ids of its best cut (flat) and their count,
+    its best cut's score less its second best's (``inf``: one cut only; ``-inf``: a user-defined
+    piece may take part), and whether the best cut holds an unknown character (its ids are then
+    left out: SentencePiece merges a run of them, or spells them in bytes)."""
     cdef Table table = _table(slots, hashes, arena, arena_starts)
     cdef int64_t n = starts.shape[0] - 1, longest = 0, k, first, stop, size, begin, at, end
-    cdef int64_t char, step, i, index
+    cdef int64_t char, step, i, index, o = 0, count
     cdef const uint8_t* b = &buf[0] if buf.shape[0] else NULL
     cdef bint user_defined, single
     cdef uint64_t h
     cdef double score
     for k in range(n):
         longest = max(longest, starts[k + 1] - starts[k])
-    result = np.empty(n, dtype=np.float64)
+    gaps_a = np.empty(n, dtype=np.float64)
+    flat_a = np.empty(starts[n] - starts[0], dtype=np.int32)  # a piece holds a byte at least
+    lengths_a = np.zeros(n, dtype=np.int64)
+    unknown_a = np.zeros(n, dtype=np.bool_)
     best_a = np.empty(longest + 1, dtype=np.float64)
     second_a = np.empty(longest + 1, dtype=np.float64)
-    cdef double[::1] out = result, best_v = best_a, second_v = second_a
+    came_from_a = np.empty(longest + 1, dtype=np.int64)
+    came_by_a = np.empty(longest + 1, dtype=np.int32)
+    cdef double[::1] out = gaps_a, best_v = best_a, second_v = second_a
+    cdef int32_t[::1] flat = flat_a, came_by_v = came_by_a
+    cdef int64_t[::1] lengths = lengths_a, came_from_v = came_from_a
+    cdef uint8_t[::1] unknown = _bools(unknown_a)
     cdef double* best = &best_v[0]
     cdef double* second = &second_v[0]
+    cdef int64_t* came_from = &came_from_v[0]
+    cdef int32_t* came_by = &came_by_v[0]
     with nogil:
         for k in range(n):
             first, stop = starts[k], starts[k + 1]
@@ -339,13 +361,13 @@ def gaps(
                     if kinds[index] == USER_DEFINED:
                         user_defined = True
                     score = <double>scores[index]
-                    _offer(best, second, end - first, best[at] + score)
-                    _offer(best, second, end - first, second[at] + score)
+                    _arrive(best, second, came_from, came_by, end - first, at, piece_ids[index],
+                            best[at] + score, second[at] + score)
                     single = single or end - begin == char
                 if not single:
                     score = <double>unk_score
-                    _offer(best, second, at + char, best[at] + score)
-                    _offer(best, second, at + char, second[at] + score)
+                    _arrive(best, second, came_from, came_by, at + char, at, -1,
+                            best[at] + score, second[at] + score)
                 begin += char
             if user_defined:
                 out[k] = -INFINITY
@@ -353,7 +375,22 @@ def gaps(
                 out[k] = INFINITY
             else:
                 out[k] = best[size] - second[size]
-    return result
+            # The best cut, read back from the end and written front to back.
+            count = 0
+            at = size
+            while at > 0:
+                count += 1
+                unknown[k] = unknown[k] or came_by[at] < 0
+                at = came_from[at]
+            if unknown[k]:
+                continue
+            lengths[k] = count
+            at = size
+            for i in range(o + count - 1, o - 1, -1):
+                flat[i] = came_by[at]
+                at = came_from[at]
+            o += count
+    return flat_a[:o], lengths_a, gaps_a, unknown_a
 
 
 # --- code points to model text (psp.model.text) -------------------------------------------------

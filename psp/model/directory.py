@@ -210,11 +210,20 @@ def _check_types(data: dict, where: str) -> None:
         raise InputError(f"{where}: key {key!r}: {error.message}")
 
 
-def read_model_dir(path: str | os.PathLike) -> tuple[ModelConfig, PieceEncoder, np.ndarray]:
+def read_model_dir(
+    path: str | os.PathLike, *, map_table: bool = False
+) -> tuple[ModelConfig, PieceEncoder, np.ndarray]:
     """The config, tokenizer and float32 ``(vocab_size, dim)`` table of a model directory.
 
     Every problem (a missing file, a tokenizer that is not the one the config records, a weight
     table of the wrong shape) raises :class:`~psp.io.InputError` naming the file.
+
+    Args:
+        map_table: give a float32 table as a read-only map of the file rather than a copy read
+            into memory: nothing is read at load (reading 32 MiB into fresh memory was a third of
+            ``psp embed``'s model load), pages come from the page cache as pooling first reads
+            them, and every process that maps the same model on a host shares one copy. For
+            inference: a table to train must be its own (a float16 table is always a copy).
     """
     directory = Path(path)
     if not directory.is_dir():
@@ -247,7 +256,7 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelConfig, PieceEncoder, 
             )
 
     weights_file = files[WEIGHTS_NAME]
-    weight = _read_weight(weights_file)
+    weight = _read_weight(weights_file, map_table)
     expected_shape = (config.vocab_size, config.dim)
     if weight.shape != expected_shape:
         raise InputError(
@@ -263,14 +272,16 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelConfig, PieceEncoder, 
 _SAFETENSORS_DTYPES = {"F16": "<f2", "F32": "<f4", "F64": "<f8"}
 
 
-def _read_weight(weights_file: Path) -> np.ndarray:
-    """The one tensor :data:`WEIGHT_KEY` of a safetensors file, read from disk into its array.
+def _read_weight(weights_file: Path, map_table: bool = False) -> np.ndarray:
+    """The one tensor :data:`WEIGHT_KEY` of a safetensors file, read from disk into its array,
+    or (``map_table``, a float32 tensor) mapped read-only from the file.
 
     safetensors checks the file (``safe_open`` validates the header and the data offsets against
     the file's size without reading the data); numpy then reads the tensor's bytes straight into
     the array. ``load_file`` reads the whole file into a bytes object and copies the tensor out
     of it: a transient as large as the table at every load (32 MiB for an 8,000 x 1,024 model),
-    the peak of a short ``psp embed`` or ``psp score``.
+    the peak of a short ``psp embed`` or ``psp score``. Model files are replaced by renaming
+    (:func:`write_model_dir`), so a mapped table keeps the file it was mapped from.
     """
     from safetensors import SafetensorError, safe_open
 
@@ -288,9 +299,14 @@ def _read_weight(weights_file: Path) -> np.ndarray:
         header_size = int.from_bytes(file.read(8), "little")
         entry = json.loads(file.read(header_size))[WEIGHT_KEY]
         begin, end = entry["data_offsets"]
-        file.seek(8 + header_size + begin)
         element = np.dtype(_SAFETENSORS_DTYPES[dtype])
-        weight = np.fromfile(file, dtype=element, count=(end - begin) // element.itemsize)
+        count = (end - begin) // element.itemsize
+        offset = 8 + header_size + begin
+        if map_table and element == np.float32 and count:
+            mapped = np.memmap(file, dtype=element, mode="r", offset=offset, shape=(count,))
+            return mapped.view(np.ndarray).reshape(entry["shape"])
+        file.seek(offset)
+        weight = np.fromfile(file, dtype=element, count=count)
     return weight.reshape(entry["shape"])
 
 

@@ -261,8 +261,9 @@ class TableModel(SentenceEmbedder):
 
 
 def load_table_model(path: str | os.PathLike) -> TableModel:
-    """:class:`TableModel` of a model directory (checked as :func:`read_model_dir` does)."""
-    return TableModel(*read_model_dir(path))
+    """:class:`TableModel` of a model directory (checked as :func:`read_model_dir` does), its
+    float32 table mapped from the file, read-only."""
+    return TableModel(*read_model_dir(path, map_table=True))
 
 
 def normalize_rows(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

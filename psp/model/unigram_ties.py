@@ -1,18 +1,23 @@
-"""How close a unigram SentencePiece model comes to cutting a word two ways: the gap between
-the scores of its two best cuts, from the model's own lattice, compiled.
+"""How a unigram SentencePiece model cuts a word, and how close it comes to cutting it another
+way: the best cut and the gap between the scores of the two best, from the model's own lattice,
+compiled.
 
 The word cache (:mod:`psp.model.word_pieces`) keeps a word's ids only when its best cut beats
 every other by a margin, since a near tie may come out either way inside a sentence. Asking
-SentencePiece for its two best cuts (``nbest_encode`` of 2) took 5-14 µs a word, most of the
-cost of filling the cache; the same two scores come from one pass over the word's lattice here,
-at about a microsecond.
+SentencePiece for its two best cuts (``nbest_encode`` of 2) took 5-14 µs a word; the same two
+scores come from one pass over the word's lattice here, at about a microsecond, and the best
+cut's pieces with them. Where the margin holds, that cut is the one SentencePiece's own search
+keeps, so the cache takes its ids from here and asks SentencePiece only for the words whose best
+cut holds an unknown character (merged into one ``<unk>`` or spelled in byte pieces by
+SentencePiece): encoding a new word whole cost another 3-4 µs.
 
 The lattice is SentencePiece's (``unigram::Model::PopulateNodes``) over the normalised word
 (``SentencePieceProcessor.normalize``: the ``▁`` prefix, NFKC): at each character, a node for
 every piece the text there begins with (a normal piece scores its log probability; an unused
 piece has none), and where no piece of one character begins, an unknown node of one character
 scoring the lowest piece score less 10. The two best paths' scores are kept at every character
-(a two-best Viterbi), in float64 from the float32 piece scores. A user-defined piece (scored by
+(a two-best Viterbi), in float64 from the float32 piece scores, and where the best one came
+from. A user-defined piece (scored by
 SentencePiece with a bonus of its own) makes the word count as tied: the cache leaves it to
 SentencePiece. The pieces are found through a hash table of every prefix of every piece
 (:mod:`psp.model.byte_table`), in place of SentencePiece's trie: the search from a character
@@ -35,14 +40,14 @@ NORMAL, USER_DEFINED, UNUSED = 1, 4, 5
 #: ``TrainerSpec.model_type`` of a unigram model (the one kind whose search can tie).
 UNIGRAM = 1
 #: What a prefix in the table is: only the beginning of longer pieces, a normal piece, or a
-#: user-defined piece (the compiled search, :func:`psp.model._loops.gaps`, reads these values).
+#: user-defined piece (the compiled search, :func:`psp.model._loops.cuts`, reads these values).
 _PREFIX, _PIECE, _USER_DEFINED = 0, 1, 2
 #: SentencePiece's ``kUnkPenalty``: an unknown character scores the lowest piece score less this.
 UNK_PENALTY = np.float32(10.0)
 
 
 class PieceLattice:
-    """The lattice search of a unigram SentencePiece model, for :meth:`gaps` of whole words.
+    """The lattice search of a unigram SentencePiece model: the :meth:`cuts` of whole words.
 
     Args:
         processor: the ``SentencePieceProcessor`` (its normaliser makes the lattice's text).
@@ -54,35 +59,45 @@ class PieceLattice:
         self._sp = processor
         # Unused pieces make no node; unknown, control and byte pieces no text.
         pieces = [
-            (piece.piece, piece.type, piece.score)
-            for piece in proto.pieces
+            (piece.piece, piece.type, piece.score, piece_id)
+            for piece_id, piece in enumerate(proto.pieces)
             if piece.type in (NORMAL, USER_DEFINED)
         ]
-        texts = [text for text, _, _ in pieces]
+        texts = [text for text, _, _, _ in pieces]
         # A piece's kind wins over its being a prefix: the pieces come first, then the
         # prefixes that are no piece.
         prefixes = {text[:end] for text in texts for end in range(1, len(text))}
         items = [*texts, *prefixes.difference(texts)]
-        normal_scores = [score for _, kind, score in pieces if kind == NORMAL]
+        normal_scores = [score for _, kind, score, _ in pieces if kind == NORMAL]
         self.arena, self.arena_starts = joined([item.encode("utf-8") for item in items])
         self.hashes = hash_items(self.arena, self.arena_starts)
         self.slots = empty_slots(len(items))
         place(self.slots, self.hashes, 0, len(items))
         self.kinds = np.full(len(items), _PREFIX, dtype=np.int8)
         self.kinds[: len(texts)] = [
-            _PIECE if kind == NORMAL else _USER_DEFINED for _, kind, _ in pieces
+            _PIECE if kind == NORMAL else _USER_DEFINED for _, kind, _, _ in pieces
         ]
         self.scores = np.zeros(len(items), dtype=np.float32)
-        self.scores[: len(texts)] = [score for _, _, score in pieces]
+        self.scores[: len(texts)] = [score for _, _, score, _ in pieces]
+        self.piece_ids = np.full(len(items), -1, dtype=np.int32)
+        self.piece_ids[: len(texts)] = [piece_id for _, _, _, piece_id in pieces]
         lowest = np.float32(min(normal_scores)) if normal_scores else np.float32(0.0)
         self.unk_score = np.float32(lowest - UNK_PENALTY)
 
-    def gaps(self, words: Sequence[str]) -> np.ndarray:
-        """The score of each word's best cut less that of its second best, as SentencePiece's
-        lattice scores them; ``inf`` where there is one cut, ``-inf`` where a user-defined
-        piece may take part."""
+    def cuts(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each word's best cut and how far ahead of the next one it is, as SentencePiece's
+        lattice scores them.
+
+        Returns:
+            ``(ids, lengths, gaps, unknown)``: the ids of the best cuts back to back (``int32``)
+            and each word's count (``int64``); the score of each word's best cut less that of
+            its second best (``inf`` where there is one cut, ``-inf`` where a user-defined piece
+            may take part); and whether the best cut holds a character the model lacks, whose
+            word's ids are left out (count 0): SentencePiece merges a run of unknown characters
+            into one ``<unk>``, or spells them in byte pieces.
+        """
         buf, starts = joined([text.encode("utf-8") for text in self._sp.normalize(list(words))])
-        return _loops.gaps(
+        return _loops.cuts(
             buf,
             starts,
             self.slots,
@@ -91,8 +106,13 @@ class PieceLattice:
             self.arena_starts,
             self.kinds,
             self.scores,
+            self.piece_ids,
             self.unk_score,
         )
+
+    def gaps(self, words: Sequence[str]) -> np.ndarray:
+        """The score of each word's best cut less that of its second best (see :meth:`cuts`)."""
+        return self.cuts(words)[2]
 
 
 def piece_lattice(processor) -> PieceLattice | None:

@@ -2,8 +2,10 @@
 SentencePiece run per sentence, with exactly SentencePiece's ids.
 
 Natural text is Zipfian (120k news lines: 2.27M words of 63k types, the 10k most frequent
-covering 88 % of them), so a cache from a word to its pieces, filled by SentencePiece itself,
-answers almost every word. It is exact because of how SentencePiece cuts text: after
+covering 88 % of them), so a cache from a word to its pieces answers almost every word. A new
+word's pieces are SentencePiece's: the best cut of the model's own lattice for a unigram model
+(:mod:`psp.model.unigram_ties`, the cut SentencePiece's search keeps wherever no other comes
+close), SentencePiece's encoding of the word otherwise. It is exact because of how SentencePiece cuts text: after
 normalisation, a piece never spans a word boundary (``split_by_whitespace``: the boundary mark
 ``▁`` only begins a piece), and every word is encoded as ``▁`` + the word (``add_dummy_prefix``,
 with runs of spaces made one, ``remove_extra_whitespaces``). A sentence's ids are then its words'
@@ -116,9 +118,9 @@ class WordPieces:
     """SentencePiece encoding of sentences through a cache of whole words' ids.
 
     The cache is a compiled hash table from a word's UTF-8 bytes to its ids: a batch of texts
-    is cut into words and looked up in one pass, and only the words it has not seen go to
-    SentencePiece, and a unigram model's lattice says which of them may tie
-    (:class:`psp.model.unigram_ties.PieceLattice`).
+    is cut into words and looked up in one pass, and only the words it has not seen are cut,
+    by a unigram model's lattice, which also says which of them may tie
+    (:class:`psp.model.unigram_ties.PieceLattice`), or by SentencePiece.
 
     Threads look words up at once without a lock: the cache's state is one :class:`Table`,
     published in one assignment, whose items are never written once published. Adding words
@@ -192,15 +194,8 @@ class WordPieces:
             redo |= whole
         if not redo.any():
             return flat, lengths
-        keep = ~redo
-        flat = flat[_spans(_starts(lengths)[keep], lengths[keep])]
-        flat_whole, lengths_whole = self._encode_whole(texts_of(np.flatnonzero(redo)), num_threads)
-        lengths[redo] = lengths_whole
-        starts = _starts(lengths)
-        out = np.empty(int(lengths.sum()), dtype=np.int32)
-        out[_spans(starts[keep], lengths[keep])] = flat
-        out[_spans(starts[redo], lengths_whole)] = flat_whole
-        return out, lengths
+        whole_ids = self._encode_whole(texts_of(np.flatnonzero(redo)), num_threads)
+        return _replaced(flat, lengths, redo, *whole_ids)
 
     def _encode_whole(self, texts: Sequence[str], num_threads: int | None):
         kwargs = {} if num_threads is None else {"num_threads": num_threads}
@@ -239,9 +234,7 @@ class WordPieces:
 
     def _grow(self, words: list[bytes], hashes: np.ndarray, num_threads: int | None) -> None:
         """Publish a table with ``words`` (UTF-8, new) added, their hashes, ids and ties."""
-        texts = [word.decode("utf-8") for word in words]
-        flat, lengths = self._encode_whole(texts, num_threads)
-        tied = self._ties(texts)
+        flat, lengths, tied = self._cut([word.decode("utf-8") for word in words], num_threads)
         old, columns = self.table, self._columns
         first = len(old.word_hashes)
         sizes = np.fromiter(map(len, words), np.int64, len(words))
@@ -264,11 +257,34 @@ class WordPieces:
             place(slots, grown["word_hashes"], first, words_now)
         self.table = Table(slots=slots, **grown)
 
-    def _ties(self, words: list[str]) -> np.ndarray:
-        """Whether each word's two best cuts score within :data:`TIE` (unigram models)."""
-        if self._lattice is None or not words:
-            return np.zeros(len(words), dtype=bool)
-        return self._lattice.gaps(words) < TIE
+    def _cut(self, words: list[str], num_threads: int | None):
+        """Each word's ids (flat, and their counts) and whether its cut may tie: a unigram
+        model's best cut from its lattice (SentencePiece's ids wherever the margin holds), and
+        SentencePiece's own ids for a word whose best cut holds an unknown character, or for
+        every word of another kind of model (whose cut never ties)."""
+        if self._lattice is None:
+            flat, lengths = self._encode_whole(words, num_threads)
+            return flat, lengths, np.zeros(len(words), dtype=bool)
+        flat, lengths, gaps, unknown = self._lattice.cuts(words)
+        if unknown.any():
+            spelled = self._encode_whole([words[k] for k in np.flatnonzero(unknown)], num_threads)
+            flat, lengths = _replaced(flat, lengths, unknown, *spelled)
+        return flat, lengths, gaps < TIE
+
+
+def _replaced(
+    flat: np.ndarray, lengths: np.ndarray, rows: np.ndarray, new_flat: np.ndarray, new_lengths
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flat ids and counts (``lengths``, changed in place) with the ids of the ``rows`` (a mask)
+    replaced by ``new_flat`` (their counts ``new_lengths``, in order)."""
+    keep = ~rows
+    kept = flat[_spans(_starts(lengths)[keep], lengths[keep])]
+    lengths[rows] = new_lengths
+    starts = _starts(lengths)
+    out = np.empty(int(lengths.sum()), dtype=np.int32)
+    out[_spans(starts[keep], lengths[keep])] = kept
+    out[_spans(starts[rows], new_lengths)] = new_flat
+    return out, lengths
 
 
 def _starts(lengths: np.ndarray) -> np.ndarray:
