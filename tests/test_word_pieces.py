@@ -166,9 +166,13 @@ def test_a_word_with_a_user_defined_piece_is_left_to_sentencepiece(tmp_path, new
 
 
 def test_encoder_gives_the_same_ids_with_and_without_the_cache(shared_data, spm_path):
-    """Unknowns dropped, textless sentences, max_pieces: the encoder's output is the same."""
+    """Unknowns dropped, textless sentences, max_pieces, sentences encoded whole: the encoder's
+    output is the same."""
     news = [t for t in text_columns(shared_data / "mono/en/wmt-newstest-en.txt.gz")][:5000]
     news += ["", "   ", "\u2603\u2603", "a\u00a0b\tc", "x" * 300]
+    # Encoded whole (a tab, a no-break space) with their mapped text, or with model_text's where
+    # the mapping leaves them (a capital sigma, a tag character), in one batch.
+    news += ["ΟΔΟΣ\tΚΑΙ", "İSTANBUL\tDE", "Tag\U000e0041\u00a0X", "Straße\tÉTÉ", "ΣΑΣ ok"]
     for max_pieces in (None, 7):
         cached, plain = (
             PieceEncoder(spm_path, max_pieces=max_pieces),

@@ -4,7 +4,7 @@
 Every loop that ``embed`` runs per byte, word or piece is here, compiled with the package (Cython,
 C): the code-point mapping of :func:`psp.model.text.model_utf8`, the hash tables of
 :mod:`psp.model.byte_table`, the word cache's finder and gatherer (:mod:`psp.model.word_pieces`),
-the unigram lattice's best cut and its margin (:mod:`psp.model.unigram_ties`), the id flattening of
+the unigram lattice's table of piece prefixes, its best cut and margin (:mod:`psp.model.unigram_ties`), the id flattening of
 :class:`psp.model.piece_encoder.PieceEncoder`, and the pooling and float16 cast of
 :mod:`psp.model.pooling`. Each of those modules documents what its loops compute; this one only
 computes it.
@@ -122,19 +122,77 @@ def place(int32_t[::1] slots, const uint64_t[::1] hashes, int64_t first, int64_t
             slots[slot] = <int32_t>k
 
 
-def hash_items(const uint8_t[::1] arena, const int64_t[::1] arena_starts):
-    """Each item's FNV-1a hash (``uint64``)."""
-    cdef int64_t n = arena_starts.shape[0] - 1, k, i
-    result = np.empty(n, dtype=np.uint64)
-    cdef uint64_t[::1] hashes = result
+def with_prefixes(const uint8_t[::1] arena, const int64_t[::1] arena_starts):
+    """The items of ``arena`` (distinct byte strings), then each proper prefix of one of them
+    that ends at a UTF-8 character boundary and is no item itself, once: their bytes, starts and
+    hashes (the piece lattice's table, :class:`psp.model.unigram_ties.PieceLattice`)."""
+    cdef int64_t n = arena_starts.shape[0] - 1, k, i, begin, end, at, step, count = 0, o = 0
+    cdef int64_t most_items = n, most_bytes = 0
+    cdef const uint8_t* a = &arena[0] if arena.shape[0] else NULL
     cdef uint64_t h
+    for k in range(n):
+        begin, end = arena_starts[k], arena_starts[k + 1]
+        most_bytes += end - begin
+        at = begin + _char_length(a[begin], end - begin) if end > begin else end
+        while at < end:
+            most_items += 1
+            most_bytes += at - begin
+            at += _char_length(a[at], end - at)
+    out_arena_a = np.empty(most_bytes, dtype=np.uint8)
+    out_starts_a = np.zeros(most_items + 1, dtype=np.int64)
+    out_hashes_a = np.empty(most_items, dtype=np.uint64)
+    slots_a = np.full(1 << (2 * most_items).bit_length(), -1, dtype=np.int32)
+    cdef uint8_t[::1] out_arena_v = out_arena_a
+    cdef int64_t[::1] out_starts_v = out_starts_a
+    cdef uint64_t[::1] out_hashes_v = out_hashes_a
+    cdef int32_t[::1] slots_v = slots_a
+    cdef uint8_t* out_arena = &out_arena_v[0] if most_bytes else NULL
+    cdef int64_t* out_starts = &out_starts_v[0]
+    cdef uint64_t* out_hashes = &out_hashes_v[0] if most_items else NULL
+    cdef int32_t* slots = &slots_v[0]
+    cdef uint64_t mask = slots_v.shape[0] - 1, slot
     with nogil:
+        # The items first, then their prefixes: an item's kind wins over its being a prefix.
         for k in range(n):
             h = FNV_OFFSET
             for i in range(arena_starts[k], arena_starts[k + 1]):
-                h = (h ^ arena[i]) * FNV_PRIME
-            hashes[k] = h
-    return result
+                h = (h ^ a[i]) * FNV_PRIME
+                out_arena[o] = a[i]
+                o += 1
+            _append(slots, mask, out_hashes, out_starts, count, h, o)
+            count += 1
+        for k in range(n):
+            begin, end = arena_starts[k], arena_starts[k + 1]
+            h = FNV_OFFSET
+            at = begin
+            while at < end:
+                step = _char_length(a[at], end - at)
+                for i in range(at, at + step):
+                    h = (h ^ a[i]) * FNV_PRIME
+                at += step
+                if at == end:
+                    break
+                if _find(a, begin, at, h, slots, mask + 1, out_hashes, count, out_arena, out_starts) >= 0:
+                    continue
+                for i in range(begin, at):
+                    out_arena[o] = a[i]
+                    o += 1
+                _append(slots, mask, out_hashes, out_starts, count, h, o)
+                count += 1
+    return out_arena_a[:o], out_starts_a[: count + 1], out_hashes_a[:count]
+
+
+cdef inline void _append(
+    int32_t* slots, uint64_t mask, uint64_t* hashes, int64_t* starts, int64_t k, uint64_t h,
+    int64_t end,
+) noexcept nogil:
+    """Enter item ``k`` (hash ``h``, its bytes ending at ``end``) in the first free slot."""
+    cdef uint64_t slot = h & mask
+    hashes[k] = h
+    starts[k + 1] = end
+    while slots[slot] >= 0:
+        slot = (slot + 1) & mask
+    slots[slot] = <int32_t>k
 
 
 # --- the word cache (psp.model.word_pieces) -----------------------------------------------------

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from psp.model._loops import hash_items, place
+from psp.model._loops import place
 
-__all__ = ["empty_slots", "hash_items", "joined", "place"]
+__all__ = ["empty_slots", "joined", "place"]
 
 
 def empty_slots(items: int) -> np.ndarray:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from psp.model import _loops
-from psp.model.byte_table import empty_slots, hash_items, joined, place
+from psp.model.byte_table import empty_slots, joined, place
 
 __all__ = ["PieceLattice", "piece_lattice"]
 
@@ -66,20 +66,20 @@ class PieceLattice:
         texts = [text for text, _, _, _ in pieces]
         # A piece's kind wins over its being a prefix: the pieces come first, then the
         # prefixes that are no piece.
-        prefixes = {text[:end] for text in texts for end in range(1, len(text))}
-        items = [*texts, *prefixes.difference(texts)]
+        self.arena, self.arena_starts, self.hashes = _loops.with_prefixes(
+            *joined([text.encode("utf-8") for text in texts])
+        )
+        items = len(self.hashes)
+        self.slots = empty_slots(items)
+        place(self.slots, self.hashes, 0, items)
         normal_scores = [score for _, kind, score, _ in pieces if kind == NORMAL]
-        self.arena, self.arena_starts = joined([item.encode("utf-8") for item in items])
-        self.hashes = hash_items(self.arena, self.arena_starts)
-        self.slots = empty_slots(len(items))
-        place(self.slots, self.hashes, 0, len(items))
-        self.kinds = np.full(len(items), _PREFIX, dtype=np.int8)
+        self.kinds = np.full(items, _PREFIX, dtype=np.int8)
         self.kinds[: len(texts)] = [
             _PIECE if kind == NORMAL else _USER_DEFINED for _, kind, _, _ in pieces
         ]
-        self.scores = np.zeros(len(items), dtype=np.float32)
+        self.scores = np.zeros(items, dtype=np.float32)
         self.scores[: len(texts)] = [score for _, _, score, _ in pieces]
-        self.piece_ids = np.full(len(items), -1, dtype=np.int32)
+        self.piece_ids = np.full(items, -1, dtype=np.int32)
         self.piece_ids[: len(texts)] = [piece_id for _, _, _, piece_id in pieces]
         lowest = np.float32(min(normal_scores)) if normal_scores else np.float32(0.0)
         self.unk_score = np.float32(lowest - UNK_PENALTY)
