@@ -150,7 +150,7 @@ def with_prefixes(const uint8_t[::1] arena, const int64_t[::1] arena_starts):
     cdef int64_t* out_starts = &out_starts_v[0]
     cdef uint64_t* out_hashes = &out_hashes_v[0] if most_items else NULL
     cdef int32_t* slots = &slots_v[0]
-    cdef uint64_t mask = slots_v.shape[0] - 1, slot
+    cdef uint64_t mask = slots_v.shape[0] - 1
     with nogil:
         # The items first, then their prefixes: an item's kind wins over its being a prefix.
         for k in range(n):
@@ -167,8 +167,7 @@ def with_prefixes(const uint8_t[::1] arena, const int64_t[::1] arena_starts):
             at = begin
             while at < end:
                 step = _char_length(a[at], end - at)
-                for i in range(at, at + step):
-                    h = (h ^ a[i]) * FNV_PRIME
+                h = _extended(h, a, at, at + step)
                 at += step
                 if at == end:
                     break
@@ -180,6 +179,14 @@ def with_prefixes(const uint8_t[::1] arena, const int64_t[::1] arena_starts):
                 _append(slots, mask, out_hashes, out_starts, count, h, o)
                 count += 1
     return out_arena_a[:o], out_starts_a[: count + 1], out_hashes_a[:count]
+
+
+cdef inline uint64_t _extended(uint64_t h, const uint8_t* b, int64_t begin, int64_t end) noexcept nogil:
+    """The hash ``h`` of a string extended by the bytes ``b[begin:end]``."""
+    cdef int64_t i
+    for i in range(begin, end):
+        h = (h ^ b[i]) * FNV_PRIME
+    return h
 
 
 cdef inline void _append(
@@ -408,8 +415,7 @@ def cuts(
                 end = begin
                 while end < stop:
                     step = _char_length(b[end], stop - end)
-                    for i in range(end, end + step):
-                        h = (h ^ b[i]) * FNV_PRIME
+                    h = _extended(h, b, end, end + step)
                     end += step
                     index = _lookup(b, begin, end, h, table)
                     if index < 0:
